@@ -1,0 +1,31 @@
+"""t2t-datagen: write a problem's tokenized data (TFRecords) and text splits.
+
+  t2t-datagen --problem=algorithmic_reverse --data_dir=data
+
+Finished files are kept: a second run does no work, and a killed run leaves
+only `.incomplete` files, which a later run replaces.
+"""
+
+from absl import flags, logging
+
+from t2tlite import cli, registry
+
+FLAGS = flags.FLAGS
+cli.define_registry_flags(with_hparams=False)
+flags.DEFINE_string("tmp_dir", None, "Raw downloads / source files of the problem.")
+
+
+def main(argv):
+  cli.load_registry_or_exit()
+  problem = registry.problem(cli.require("problem"))
+  data_dir = cli.require("data_dir")
+  problem.generate_data(data_dir, FLAGS.tmp_dir)
+  logging.info("%s: data in %s", problem.name, data_dir)
+
+
+def run():
+  cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

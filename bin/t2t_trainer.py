@@ -1,0 +1,71 @@
+"""t2t-trainer: train a registered model on a registered problem.
+
+  t2t-trainer --problem=algorithmic_reverse --hparams_set=transformer_tiny \
+      --output_dir=runs/reverse --train_steps=3000
+  t2t-trainer --hparams_set=transformer_base --describe --vocab_size=37000
+
+Run it again with the same flags after an interruption and it resumes from
+the last checkpoint in --output_dir.
+"""
+
+from absl import flags
+
+from t2tlite import cli, registry
+from t2tlite.training.trainer import TrainOptions
+
+FLAGS = flags.FLAGS
+cli.define_registry_flags()
+flags.DEFINE_string("output_dir", None, "Checkpoints, hparams.json and TensorBoard events.")
+flags.DEFINE_integer("train_steps", 100000, "Total optimizer updates (paper base: 100k).")
+flags.DEFINE_integer("eval_every", 1000, "Evaluate on dev every N steps (0: at the end only).")
+flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0: all of dev).")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
+flags.DEFINE_integer("save_checkpoints_secs", 600, "...or every N seconds (paper: 10 minutes).")
+flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.")
+flags.DEFINE_integer("log_every", 100, "Steps between progress lines and summaries.")
+flags.DEFINE_integer("random_seed", 1, "Seed for initialisation, dropout and shuffling.")
+flags.DEFINE_bool("describe", False, "Build the model without data, print its summary and "
+                  "parameter count, and exit.")
+flags.DEFINE_integer("vocab_size", None, "Vocabulary size for --describe (default: the "
+                     "problem's, or 37000, the paper's EN-DE BPE vocabulary).")
+
+
+def main(argv):
+  cli.load_registry_or_exit()
+  hparams = registry.hparams(cli.require("hparams_set")).override(FLAGS.hparams)
+  if FLAGS.describe:
+    return describe(hparams)
+  problem = registry.problem(cli.require("problem"))
+  options = TrainOptions(
+      train_steps=FLAGS.train_steps, eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      save_checkpoints_secs=FLAGS.save_checkpoints_secs,
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_every,
+      random_seed=FLAGS.random_seed)
+  from t2tlite.training.trainer import Trainer  # TensorFlow loads after flag errors.
+  trainer = Trainer(problem, hparams, cli.require("output_dir"), data_dir=FLAGS.data_dir,
+                    options=options, model_name=FLAGS.model,
+                    run_info={"hparams_set": FLAGS.hparams_set, "hparams": FLAGS.hparams})
+  trainer.train()
+
+
+def describe(hparams):
+  if FLAGS.vocab_size:
+    vocab = (FLAGS.vocab_size, FLAGS.vocab_size)
+  elif FLAGS.problem:
+    vocab = registry.problem(FLAGS.problem).vocab_sizes(FLAGS.data_dir)
+  else:
+    vocab = (37000, 37000)
+  hparams = hparams.replace(input_vocab_size=vocab[0], target_vocab_size=vocab[1])
+  model = registry.model(FLAGS.model)(hparams)
+  model.summary(line_length=110)
+  print(f"vocab_size: {vocab[1]}")
+  print(f"parameters: {model.count_params()}")
+
+
+def run():
+  cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

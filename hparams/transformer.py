@@ -1,0 +1,153 @@
+"""Registered hyper-parameter sets: the paper's models and every Table 3 row.
+
+Each set starts from its parent and overrides a few fields, so a set reads as
+the difference it makes. Names are exactly those of the design card; the row
+letters refer to Table 3 of Vaswani et al. 2017 (EN-DE newstest2013 dev).
+"""
+
+from t2tlite.hparams.hparams import HParams
+from t2tlite.registry import register_hparams
+
+
+@register_hparams()
+def transformer_base() -> HParams:
+  """The paper's base model: N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1 (65M params at 37k vocab)."""
+  return HParams()
+
+
+@register_hparams()
+def transformer_big() -> HParams:
+  """Big model (Table 3 last row): d_model=1024, d_ff=4096, h=16, P_drop=0.3 (EN-DE)."""
+  return transformer_base().replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3)
+
+
+@register_hparams()
+def transformer_big_enfr() -> HParams:
+  """Big model for EN-FR: the paper used P_drop=0.1 instead of 0.3 (Section 6.1)."""
+  return transformer_big().replace(dropout=0.1)
+
+
+# --- Table 3 row (A): number of heads at constant computation, d_k = d_v = d_model / h.
+@register_hparams()
+def transformer_base_h1() -> HParams:
+  return transformer_base().replace(num_heads=1)
+
+
+@register_hparams()
+def transformer_base_h4() -> HParams:
+  return transformer_base().replace(num_heads=4)
+
+
+@register_hparams()
+def transformer_base_h16() -> HParams:
+  return transformer_base().replace(num_heads=16)
+
+
+@register_hparams()
+def transformer_base_h32() -> HParams:
+  return transformer_base().replace(num_heads=32)
+
+
+# --- Row (B): smaller attention key size d_k alone (d_v stays 64).
+@register_hparams()
+def transformer_base_dk16() -> HParams:
+  return transformer_base().replace(d_k=16, d_v=64)
+
+
+@register_hparams()
+def transformer_base_dk32() -> HParams:
+  return transformer_base().replace(d_k=32, d_v=64)
+
+
+# --- Row (C): model size.
+@register_hparams()
+def transformer_base_n2() -> HParams:
+  return transformer_base().replace(num_encoder_layers=2, num_decoder_layers=2)
+
+
+@register_hparams()
+def transformer_base_n4() -> HParams:
+  return transformer_base().replace(num_encoder_layers=4, num_decoder_layers=4)
+
+
+@register_hparams()
+def transformer_base_n8() -> HParams:
+  return transformer_base().replace(num_encoder_layers=8, num_decoder_layers=8)
+
+
+@register_hparams()
+def transformer_base_d256() -> HParams:
+  return transformer_base().replace(d_model=256, d_k=32, d_v=32)
+
+
+@register_hparams()
+def transformer_base_d1024() -> HParams:
+  return transformer_base().replace(d_model=1024, d_k=128, d_v=128)
+
+
+@register_hparams()
+def transformer_base_ff1024() -> HParams:
+  return transformer_base().replace(d_ff=1024)
+
+
+@register_hparams()
+def transformer_base_ff4096() -> HParams:
+  return transformer_base().replace(d_ff=4096)
+
+
+# --- Row (D): dropout and label smoothing.
+@register_hparams()
+def transformer_base_drop0() -> HParams:
+  return transformer_base().replace(dropout=0.0)
+
+
+@register_hparams()
+def transformer_base_drop02() -> HParams:
+  return transformer_base().replace(dropout=0.2)
+
+
+@register_hparams()
+def transformer_base_ls0() -> HParams:
+  return transformer_base().replace(label_smoothing=0.0)
+
+
+@register_hparams()
+def transformer_base_ls02() -> HParams:
+  return transformer_base().replace(label_smoothing=0.2)
+
+
+# --- Row (E): learned positional embeddings instead of sinusoids.
+@register_hparams()
+def transformer_base_posemb() -> HParams:
+  return transformer_base().replace(position_encoding="learned")
+
+
+@register_hparams()
+def transformer_parsing() -> HParams:
+  """Section 6.3: 4-layer Transformer with d_model=1024; other values from base."""
+  return transformer_base().replace(num_encoder_layers=4, num_decoder_layers=4, d_model=1024)
+
+
+@register_hparams()
+def transformer_base_prenorm() -> HParams:
+  """DEPARTURE from the paper: tensor2tensor's later (v2) base model.
+
+  t2t moved layer norm in front of each sub-layer (with a final norm after
+  each stack), which trains more stably at depth, and added attention and
+  ReLU dropout with a longer warmup. Offered for comparison, not as default.
+  """
+  return transformer_base().replace(
+      layer_norm_position="pre", attention_dropout=0.1, relu_dropout=0.1,
+      learning_rate_warmup_steps=8000, learning_rate_constant=2.0)
+
+
+@register_hparams()
+def transformer_tiny() -> HParams:
+  """A 2+2-layer, d_model=128 model (t2t's transformer_tiny shape) for CPU tests and the demo.
+
+  Shorter warmup and smaller token batches so it learns algorithmic problems
+  in a few thousand steps on 2 CPU cores.
+  """
+  return transformer_base().replace(
+      num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512,
+      num_heads=4, batch_size=2048, learning_rate_warmup_steps=1000)

@@ -1,0 +1,6 @@
+"""Registered problems: each module registers its problems on import."""
+
+from t2tlite.problems import algorithmic  # noqa: F401
+from t2tlite.problems.problem import Problem, ProblemError
+
+__all__ = ["Problem", "ProblemError"]

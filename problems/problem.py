@@ -1,0 +1,144 @@
+"""The Problem interface: text pairs, their encoders, and the tf.data input.
+
+A problem answers three questions: which (source, target) text pairs make
+each split, how text becomes ids (its encoders), and how it is scored. From
+that the base class derives the rest: `generate_data` writes tokenized
+TFRecord shards (what `t2t-datagen` runs), and `dataset` reads them back, or,
+for problems that generate their data (`generated = True`), encodes the pairs
+in memory so no datagen step is needed.
+"""
+
+import os
+from typing import Dict, Iterator, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from t2tlite.data import text_encoder
+
+SPLITS = ("train", "dev", "test")
+
+
+class ProblemError(ValueError):
+  """Bad data or a missing file; one line naming the file at fault."""
+
+
+class Problem:
+  """Base class of registered problems (see problems/algorithmic.py)."""
+
+  generated = False  # True: pairs come from code, no download and no datagen needed.
+  default_decode_hparams = ""  # "key=value,..." applied under --decode_hparams.
+  eval_metrics = ("bleu",)  # What t2t-decoder reports against references.
+
+  @property
+  def name(self) -> str:
+    return getattr(type(self), "registered_name", type(self).__name__)
+
+  # --- To implement ---
+  def text_pairs(self, split: str, tmp_dir: Optional[str] = None) -> Iterator[Tuple[str, str]]:
+    """Yields (source, target) lines of `split` ("train", "dev" or "test")."""
+    raise NotImplementedError
+
+  def encoders(self, data_dir: Optional[str] = None) -> Dict[str, text_encoder.TextEncoder]:
+    """{"inputs": encoder, "targets": encoder}; may read a vocabulary from data_dir."""
+    raise NotImplementedError
+
+  # --- Derived ---
+  def vocab_sizes(self, data_dir: Optional[str] = None) -> Tuple[int, int]:
+    enc = self.encoders(data_dir)
+    return enc["inputs"].vocab_size, enc["targets"].vocab_size
+
+  def encode_pair(self, source: str, target: str, encoders) -> Dict[str, np.ndarray]:
+    """Ids of both sides, each ending in EOS."""
+    return {
+        "inputs": np.array(encoders["inputs"].encode(source) + [text_encoder.EOS_ID], np.int32),
+        "targets": np.array(encoders["targets"].encode(target) + [text_encoder.EOS_ID], np.int32),
+    }
+
+  def shard_path(self, data_dir: str, split: str) -> str:
+    return os.path.join(data_dir, f"{self.name}-{split}.tfrecord")
+
+  def text_path(self, data_dir: str, split: str, side: str) -> str:
+    """Plain-text copy of a dev/test side ("inputs" or "targets"), for t2t-decoder."""
+    return os.path.join(data_dir, f"{self.name}-{split}.{side}")
+
+  def generate_data(self, data_dir: str, tmp_dir: Optional[str] = None) -> None:
+    """Writes a TFRecord file per split, and the dev/test text beside it.
+
+    Finished files are kept, not rewritten. Each file is written under a
+    temporary name and renamed when complete, so a killed run never leaves a
+    file that a later run would trust.
+    """
+    os.makedirs(data_dir, exist_ok=True)
+    encoders = self.encoders(data_dir)
+    for split in SPLITS:
+      path = self.shard_path(data_dir, split)
+      texts = ([self.text_path(data_dir, split, side) for side in ("inputs", "targets")]
+               if split != "train" else [])
+      if all(os.path.exists(p) for p in [path] + texts):
+        continue
+      with _AtomicFiles([path] + texts) as (tmp_record, *tmp_texts):
+        text_files = [open(t, "w", encoding="utf-8") for t in tmp_texts]
+        with tf.io.TFRecordWriter(tmp_record) as writer:
+          for source, target in self.text_pairs(split, tmp_dir):
+            writer.write(_to_example(self.encode_pair(source, target, encoders))
+                         .SerializeToString())
+            for f, line in zip(text_files, (source, target)):
+              f.write(line + "\n")
+        for f in text_files:
+          f.close()
+
+  def dataset(self, split: str, data_dir: Optional[str] = None) -> tf.data.Dataset:
+    """Examples {"inputs": int32 [s], "targets": int32 [t]}, EOS-terminated."""
+    path = self.shard_path(data_dir, split) if data_dir else None
+    if path and os.path.exists(path):
+      return tf.data.TFRecordDataset(path).map(_parse_example)
+    if not self.generated:
+      raise ProblemError(f"{path or '--data_dir'}: no data for problem {self.name} split "
+                         f"{split}; run t2t-datagen --problem={self.name} --data_dir=DIR first")
+    encoders = self.encoders(data_dir)
+    pairs = [self.encode_pair(s, t, encoders) for s, t in self.text_pairs(split)]
+    return _in_memory_dataset(pairs)
+
+
+class _AtomicFiles:
+  """Yields temporary paths; renames them all to the final paths only on success."""
+
+  def __init__(self, paths):
+    self.paths = paths
+    self.tmps = [p + ".incomplete" for p in paths]
+
+  def __enter__(self):
+    return self.tmps
+
+  def __exit__(self, exc_type, *unused):
+    if exc_type is None:
+      for tmp, path in zip(self.tmps, self.paths):
+        os.replace(tmp, path)
+    return False
+
+
+def _in_memory_dataset(pairs) -> tf.data.Dataset:
+  """Examples from a list of id dicts, stored as one flat array per side (fast to build)."""
+  columns = {}
+  for key in ("inputs", "targets"):
+    lengths = np.array([len(p[key]) for p in pairs], np.int64)
+    ends = np.cumsum(lengths)
+    columns[key] = (tf.constant(np.concatenate([p[key] for p in pairs])), ends - lengths, ends)
+  bounds = {key: (starts, ends) for key, (_, starts, ends) in columns.items()}
+  return tf.data.Dataset.from_tensor_slices(bounds).map(
+      lambda b: {key: columns[key][0][b[key][0]:b[key][1]] for key in b})
+
+
+def _to_example(ids: Dict[str, np.ndarray]) -> tf.train.Example:
+  feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(value=value.tolist()))
+             for key, value in ids.items()}
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+_FEATURES = {"inputs": tf.io.VarLenFeature(tf.int64), "targets": tf.io.VarLenFeature(tf.int64)}
+
+
+def _parse_example(record):
+  parsed = tf.io.parse_single_example(record, _FEATURES)
+  return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in parsed.items()}

@@ -1,0 +1,43 @@
+"""t2tlite: the Transformer of "Attention Is All You Need" on TensorFlow 2 / Keras 3.
+
+The top-level folders problems/, hparams/ and bin/ install as t2tlite.problems,
+t2tlite.hparams and t2tlite.bin, so nothing squats a generic top-level name.
+"""
+
+from setuptools import setup
+
+setup(
+    name="t2tlite",
+    version="0.1.0",
+    description="Paper-faithful Transformer (Vaswani et al. 2017) in the style of tensor2tensor",
+    python_requires=">=3.10",
+    packages=[
+        "t2tlite", "t2tlite.layers", "t2tlite.models", "t2tlite.training",
+        "t2tlite.decoding", "t2tlite.data", "t2tlite.metrics",
+        "t2tlite.problems", "t2tlite.hparams", "t2tlite.bin",
+    ],
+    package_dir={
+        "t2tlite": "t2tlite",
+        "t2tlite.problems": "problems",
+        "t2tlite.hparams": "hparams",
+        "t2tlite.bin": "bin",
+    },
+    install_requires=[
+        "tensorflow==2.21.*",
+        "keras>=3.15,<3.16",
+        "tensorflow-text==2.21.*",
+        "tensorflow-datasets>=4.9,<4.10",
+        "sacrebleu>=2.4",
+        "absl-py>=2.1",
+        "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
+        "numpy",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+    entry_points={
+        "console_scripts": [
+            "t2t-trainer=t2tlite.bin.t2t_trainer:run",
+            "t2t-decoder=t2tlite.bin.t2t_decoder:run",
+            "t2t-datagen=t2tlite.bin.t2t_datagen:run",
+        ],
+    },
+)

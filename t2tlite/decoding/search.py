@@ -1,0 +1,366 @@
+"""Batched beam search and greedy search over an incremental decoder.
+
+Both searches are model-agnostic: the model is a function
+`symbols_to_logits_fn(ids, step, state) -> (logits, new_state)` that consumes
+the token at position `step` (position 0 holds the start symbol) and returns
+float logits [n, vocab] for the token at position step + 1, together with its
+updated cache `state` (a nested structure of tensors with leading dim n).
+
+Everything is a single `tf.while_loop` over tensors of static shape: the
+hypotheses live in fixed [batch, beam, decode_length + 2] buffers (start symbol
+in column 0) and one step writes one column. The loop therefore compiles with
+`tf.function(jit_compile=True)` as well as it runs eagerly, and the output
+shapes do not depend on when the loop stops.
+
+Beam search follows tensor2tensor (Vaswani et al. 2017, Section 6.1; Wu et al.
+2016 for the length penalty):
+
+* A hypothesis Y scores log P(Y|X) / lp(|Y|), lp(L) = ((5 + L) / 6) ** alpha,
+  where |Y| counts the generated tokens including the EOS.
+* Each step extends the `beam` alive hypotheses by every token and takes the
+  top 2 * beam extensions by log-probability; at most `beam` of them end in EOS
+  (one per parent), so at least `beam` do not: the best `beam` of those stay
+  alive, and those ending in EOS compete by normalized score with the finished
+  set, whose best `beam` are kept.
+* A sentence whose hypotheses have generated max_lengths[b] tokens can only
+  continue with EOS. The forced EOS is scored with the model's own log-prob
+  (the search space is cut; the distribution is not renormalized), so every
+  score is the model's log P(Y|X), whatever the search visited.
+* Early stopping is exact with respect to the beam: a sentence is done once it
+  holds `beam` finished hypotheses and the worst of them scores strictly more
+  than any alive hypothesis could still reach, i.e. its log-prob (which can only
+  fall) divided by the largest length penalty it could still get; or once it
+  has no alive hypothesis left (after the forced EOS). tensor2tensor compares
+  the *best* finished score instead, which only protects the top-1 hypothesis;
+  here the returned beams are the best `beam` finished hypotheses that running
+  the search to the end would return. A done sentence proposes no more
+  candidates, so its results are frozen while the rest of the batch decodes, and
+  the loop ends as soon as every sentence is done.
+
+Empty slots (which only arise when fewer than `beam` distinct sequences exist)
+and impossible candidates are tracked with explicit boolean masks rather than
+with magic scores; -inf only appears as a sort key for top_k, never in
+arithmetic, and stored scores use the finite NEG_INF, so nothing can turn NaN.
+"""
+
+import typing
+
+import tensorflow as tf
+
+NEG_INF = -1e9
+# Sort key of invalid candidates: below every valid score, NEG_INF included.
+_SORT_MIN = float("-inf")
+
+
+class SearchResult(typing.NamedTuple):
+  """Output of `beam_search` and `greedy_search` (greedy: beam = 1).
+
+  ids: int32 [batch, beam, decode_length + 1], generated tokens without the
+    start symbol, EOS included, 0 (pad) after it; all 0 in an empty slot.
+  scores: float32 [batch, beam], best first. Beam search: log P(Y|X) / lp(|Y|);
+    greedy: log P(Y|X). NEG_INF in an empty slot.
+  lengths: int32 [batch, beam], |Y| including the EOS; 0 in an empty slot.
+  steps: int32 scalar, how many times symbols_to_logits_fn ran.
+  """
+  ids: tf.Tensor
+  scores: tf.Tensor
+  lengths: tf.Tensor
+  steps: tf.Tensor
+
+
+def length_penalty(length, alpha):
+  """GNMT length penalty ((5 + length) / 6) ** alpha as float32 (any shape)."""
+  length = tf.cast(length, tf.float32)
+  return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def _shape_list(tensor):
+  """Static dims as Python ints where known, scalar tensors elsewhere."""
+  dynamic = tf.shape(tensor)
+  return [dim if dim is not None else dynamic[i] for i, dim in enumerate(tensor.shape)]
+
+
+def _merge_beams(tensor):
+  """[batch, beam, ...] -> [batch * beam, ...]."""
+  shape = _shape_list(tensor)
+  return tf.reshape(tensor, [shape[0] * shape[1]] + shape[2:])
+
+
+def _split_beams(tensor, batch, beam):
+  """[batch * beam, ...] -> [batch, beam, ...]."""
+  return tf.reshape(tensor, [batch, beam] + _shape_list(tensor)[1:])
+
+
+def tile_to_beams(nested, beam_size):
+  """Repeats every tensor [batch, ...] into [batch * beam_size, ...].
+
+  Copies of one sentence are adjacent: row b * beam_size + k is copy k of
+  sentence b (numpy.repeat along axis 0), the layout that `_split_beams` reads.
+  """
+  def tile(tensor):
+    tensor = tf.convert_to_tensor(tensor)
+    tiled = tf.repeat(tensor[:, tf.newaxis], beam_size, axis=1)  # [batch, beam, ...]
+    return _merge_beams(tiled)
+  return tf.nest.map_structure(tile, nested)
+
+
+def _gather_beams(nested, indices):
+  """Selects beams per sentence: tensors [batch, n, ...], indices [batch, k] -> [batch, k, ...]."""
+  return tf.nest.map_structure(lambda t: tf.gather(t, indices, batch_dims=1), nested)
+
+
+def _top_k_indices(scores, valid, k):
+  """Indices [batch, k] of the k best valid entries of scores [batch, n], best first.
+
+  Invalid entries sort last; ties go to the lower index (top_k is stable).
+  """
+  _, indices = tf.math.top_k(tf.where(valid, scores, _SORT_MIN), k=k)
+  return indices
+
+
+def _write_position(sequences, position, tokens):
+  """Writes tokens [...] at column `position` (int32 scalar) of sequences [..., width]."""
+  width = sequences.shape[-1]
+  at_position = tf.equal(tf.range(width), position)
+  return tf.where(at_position, tokens[..., tf.newaxis], sequences)
+
+
+def _clamped_max_lengths(max_lengths, decode_length):
+  """int32 [batch] max generated tokens (EOS not counted), within [0, decode_length]."""
+  max_lengths = tf.cast(max_lengths, tf.int32)
+  return tf.clip_by_value(max_lengths, 0, decode_length)
+
+
+def _log_probs(logits):
+  """Any-dtype logits [n, vocab] -> float32 log-probs [n, vocab]."""
+  return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+
+
+def _vocab_size(logits):
+  """Static vocab size of logits [n, vocab] where known, else a scalar tensor."""
+  return _shape_list(logits)[-1]
+
+
+class _BeamState(typing.NamedTuple):
+  """Loop variables of beam_search. Sequences keep the start symbol in column 0."""
+  step: tf.Tensor              # int32 scalar: model calls so far = position of the last token.
+  alive_seq: tf.Tensor         # int32 [batch, beam, decode_length + 2]
+  alive_log_probs: tf.Tensor   # float32 [batch, beam]: log P(prefix); NEG_INF where invalid.
+  alive_valid: tf.Tensor       # bool [batch, beam]
+  model_state: typing.Any      # nested tensors [batch * beam, ...]
+  finished_seq: tf.Tensor      # int32 [batch, beam, decode_length + 2]
+  finished_scores: tf.Tensor   # float32 [batch, beam]: normalized; NEG_INF where invalid.
+  finished_lengths: tf.Tensor  # int32 [batch, beam]: |Y| including EOS.
+  finished_valid: tf.Tensor    # bool [batch, beam]
+  done: tf.Tensor              # bool [batch]: no better finished hypothesis can appear.
+
+
+def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length):
+  """Loop variables before the first step: one valid alive beam per sentence."""
+  batch = _shape_list(initial_ids)[0]
+  width = decode_length + 2
+  start = tf.repeat(tf.cast(initial_ids, tf.int32)[:, tf.newaxis], beam_size, axis=1)
+  alive_seq = _write_position(tf.zeros([batch, beam_size, width], tf.int32), 0, start)
+  # Only beam 0 is a real hypothesis at first; copies would yield duplicates.
+  first_beam = tf.equal(tf.range(beam_size), 0)[tf.newaxis]  # [1, beam]
+  alive_valid = tf.tile(first_beam, [batch, 1])
+  return _BeamState(
+      step=tf.constant(0, tf.int32),
+      alive_seq=alive_seq,
+      alive_log_probs=tf.where(alive_valid, 0.0, NEG_INF),
+      alive_valid=alive_valid,
+      model_state=tile_to_beams(initial_state, beam_size),
+      finished_seq=tf.zeros([batch, beam_size, width], tf.int32),
+      finished_scores=tf.fill([batch, beam_size], NEG_INF),
+      finished_lengths=tf.zeros([batch, beam_size], tf.int32),
+      finished_valid=tf.zeros([batch, beam_size], tf.bool),
+      done=tf.zeros([batch], tf.bool))
+
+
+def _candidate_log_probs(s, log_probs, max_lengths, eos_id):
+  """Scores every one-token extension of the alive beams.
+
+  Args:
+    s: _BeamState before the step.
+    log_probs: float32 [batch, beam, vocab], next-token log-probs per alive beam.
+    max_lengths: int32 [batch].
+    eos_id: Python int.
+  Returns:
+    (log_probs [batch, beam, vocab] of the extended prefixes, NEG_INF where
+    invalid; valid bool [batch, beam, vocab]). An extension is invalid when its
+    parent is, when its sentence is done, or when it is not EOS although the
+    parent already has max_lengths[b] tokens.
+  """
+  vocab = _vocab_size(log_probs)
+  is_eos = tf.equal(tf.range(vocab), eos_id)[tf.newaxis, tf.newaxis]  # [1, 1, vocab]
+  forced = tf.greater_equal(s.step, max_lengths)[:, tf.newaxis, tf.newaxis]  # [batch, 1, 1]
+  valid = (s.alive_valid[:, :, tf.newaxis] & ~s.done[:, tf.newaxis, tf.newaxis]
+           & (is_eos | ~forced))
+  extended = s.alive_log_probs[:, :, tf.newaxis] + log_probs
+  return tf.where(valid, extended, NEG_INF), valid
+
+
+def _is_done(s, max_lengths, alpha):
+  """bool [batch]: sentences that cannot gain a better finished hypothesis.
+
+  After step s.step the alive hypotheses have s.step + 1 tokens and end with
+  between s.step + 2 and max_lengths + 1 tokens; since their log-probs only
+  fall and are <= 0, the best score one could reach is its log-prob over the
+  largest penalty in that range (lp is monotonic, so one of the two ends).
+  """
+  best_penalty = tf.maximum(length_penalty(s.step + 2, alpha),
+                            length_penalty(max_lengths + 1, alpha))  # [batch]
+  reachable = s.alive_log_probs / best_penalty[:, tf.newaxis]
+  best_reachable = tf.reduce_max(tf.where(s.alive_valid, reachable, _SORT_MIN), axis=1)
+  worst_finished = tf.reduce_min(s.finished_scores, axis=1)
+  full = tf.reduce_all(s.finished_valid, axis=1)
+  none_alive = ~tf.reduce_any(s.alive_valid, axis=1)
+  return s.done | none_alive | (full & tf.greater(worst_finished, best_reachable))
+
+
+def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alpha,
+                max_lengths, decode_length, eos_id=1):
+  """Batched beam search with GNMT length penalty and exact early stopping.
+
+  Args:
+    symbols_to_logits_fn: (ids int32 [batch * beam], step int32 scalar, state)
+      -> (logits [batch * beam, vocab], new state); ids are the tokens at
+      position `step`, logits give the token at position step + 1. Rows are
+      beam-major per sentence (see `tile_to_beams`); any per-sentence context the
+      function closes over must be tiled the same way.
+    initial_ids: int32 [batch], the start symbol of each sentence (position 0).
+    initial_state: nested tensors [batch, ...]; tiled to beams here and
+      reordered along with the surviving beams at every step.
+    beam_size: Python int.
+    alpha: length-penalty exponent (Python float or float32 scalar).
+    max_lengths: int32 [batch], most generated tokens per sentence before the
+      EOS, which is then forced; clipped to [0, decode_length].
+    decode_length: Python int >= max(max_lengths); buffer width - 1.
+    eos_id: Python int.
+  Returns:
+    SearchResult with ids [batch, beam_size, decode_length + 1], the best
+    `beam_size` finished hypotheses per sentence sorted by normalized score.
+  """
+  max_lengths = _clamped_max_lengths(max_lengths, decode_length)
+  initial = _initial_beam_state(initial_ids, initial_state, beam_size, decode_length)
+  batch = _shape_list(initial.alive_seq)[0]
+
+  def body(s):
+    ids = tf.gather(s.alive_seq, s.step, axis=2)  # [batch, beam]
+    logits, new_model_state = symbols_to_logits_fn(_merge_beams(ids), s.step, s.model_state)
+    log_probs = _split_beams(_log_probs(logits), batch, beam_size)  # [batch, beam, vocab]
+    vocab = _vocab_size(log_probs)
+    cand_log_probs, cand_valid = _candidate_log_probs(s, log_probs, max_lengths, eos_id)
+    flat_log_probs = tf.reshape(cand_log_probs, [batch, -1])  # [batch, beam * vocab]
+    flat_valid = tf.reshape(cand_valid, [batch, -1])
+
+    # The 2 * beam best extensions: enough to keep `beam` alive after EOS ones leave.
+    top = _top_k_indices(flat_log_probs, flat_valid, 2 * beam_size)  # [batch, 2 * beam]
+    top_log_probs, top_valid = _gather_beams((flat_log_probs, flat_valid), top)
+    top_parent = top // vocab
+    top_token = top % vocab
+    top_seq = _write_position(_gather_beams(s.alive_seq, top_parent), s.step + 1, top_token)
+    top_eos = tf.equal(top_token, eos_id)
+
+    # Alive: the best `beam` extensions that do not end in EOS.
+    alive_valid_top = top_valid & ~top_eos
+    keep = _top_k_indices(top_log_probs, alive_valid_top, beam_size)  # [batch, beam]
+    alive_seq, alive_log_probs, alive_valid, alive_parent = _gather_beams(
+        (top_seq, top_log_probs, alive_valid_top, top_parent), keep)
+    model_state = tf.nest.map_structure(
+        lambda t: _merge_beams(_gather_beams(_split_beams(t, batch, beam_size), alive_parent)),
+        new_model_state)
+
+    # Finished: the previous set and the new EOS extensions, best `beam` kept.
+    new_length = s.step + 1
+    new_scores = top_log_probs / length_penalty(new_length, alpha)
+    seq = tf.concat([s.finished_seq, top_seq], axis=1)  # [batch, 3 * beam, width]
+    scores = tf.concat([s.finished_scores, new_scores], axis=1)
+    lengths = tf.concat([s.finished_lengths, tf.zeros_like(top) + new_length], axis=1)
+    valid = tf.concat([s.finished_valid, top_valid & top_eos], axis=1)
+    best = _top_k_indices(scores, valid, beam_size)
+    finished_seq, finished_scores, finished_lengths, finished_valid = _gather_beams(
+        (seq, scores, lengths, valid), best)
+
+    s = _BeamState(
+        step=s.step + 1,
+        alive_seq=alive_seq,
+        alive_log_probs=tf.where(alive_valid, alive_log_probs, NEG_INF),
+        alive_valid=alive_valid,
+        model_state=model_state,
+        finished_seq=finished_seq,
+        finished_scores=tf.where(finished_valid, finished_scores, NEG_INF),
+        finished_lengths=finished_lengths,
+        finished_valid=finished_valid,
+        done=s.done)
+    return (s._replace(done=_is_done(s, max_lengths, alpha)),)
+
+  def cond(s):
+    return tf.logical_and(s.step < decode_length + 1, ~tf.reduce_all(s.done))
+
+  (final,) = tf.while_loop(cond, body, (initial,), maximum_iterations=decode_length + 1)
+  valid = final.finished_valid
+  return SearchResult(
+      ids=tf.where(valid[:, :, tf.newaxis], final.finished_seq[:, :, 1:], 0),
+      scores=tf.where(valid, final.finished_scores, NEG_INF),
+      lengths=tf.where(valid, final.finished_lengths, 0),
+      steps=final.step)
+
+
+class _GreedyState(typing.NamedTuple):
+  """Loop variables of greedy_search."""
+  step: tf.Tensor          # int32 scalar
+  seq: tf.Tensor           # int32 [batch, decode_length + 2], start symbol in column 0.
+  log_probs: tf.Tensor     # float32 [batch]: log P(generated tokens).
+  lengths: tf.Tensor       # int32 [batch]: tokens generated up to and including EOS.
+  finished: tf.Tensor      # bool [batch]
+  model_state: typing.Any  # nested tensors [batch, ...]
+
+
+def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
+                  max_lengths, decode_length, eos_id=1):
+  """Batched argmax decoding; EOS forced after max_lengths[b] tokens.
+
+  Args: as `beam_search` with beam 1 (ids, logits and state have leading dim
+    batch); after a sentence's EOS it is fed pad (0) and its score frozen.
+  Returns:
+    SearchResult with beam = 1; scores are unnormalized log P(Y|X).
+  """
+  max_lengths = _clamped_max_lengths(max_lengths, decode_length)
+  batch = _shape_list(initial_ids)[0]
+  seq = _write_position(tf.zeros([batch, decode_length + 2], tf.int32), 0,
+                        tf.cast(initial_ids, tf.int32))
+  initial = _GreedyState(
+      step=tf.constant(0, tf.int32),
+      seq=seq,
+      log_probs=tf.zeros([batch], tf.float32),
+      lengths=tf.zeros([batch], tf.int32),
+      finished=tf.zeros([batch], tf.bool),
+      model_state=initial_state)
+
+  def body(s):
+    ids = tf.gather(s.seq, s.step, axis=1)  # [batch]
+    logits, model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
+    log_probs = _log_probs(logits)  # [batch, vocab]
+    best = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+    token = tf.where(s.step >= max_lengths, eos_id, best)
+    token_log_prob = tf.gather(log_probs, token, batch_dims=1)
+    token = tf.where(s.finished, 0, token)
+    s = _GreedyState(
+        step=s.step + 1,
+        seq=_write_position(s.seq, s.step + 1, token),
+        log_probs=s.log_probs + tf.where(s.finished, 0.0, token_log_prob),
+        lengths=tf.where(s.finished, s.lengths, s.step + 1),
+        finished=s.finished | tf.equal(token, eos_id),
+        model_state=model_state)
+    return (s,)
+
+  def cond(s):
+    return tf.logical_and(s.step < decode_length + 1, ~tf.reduce_all(s.finished))
+
+  (final,) = tf.while_loop(cond, body, (initial,), maximum_iterations=decode_length + 1)
+  return SearchResult(
+      ids=final.seq[:, tf.newaxis, 1:],
+      scores=final.log_probs[:, tf.newaxis],
+      lengths=final.lengths[:, tf.newaxis],
+      steps=final.step)

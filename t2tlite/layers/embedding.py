@@ -1,0 +1,111 @@
+"""Token embeddings with the paper's weight tying, and positional encodings.
+
+Section 3.4: one matrix serves the source embedding, the target embedding and
+the pre-softmax projection, and embeddings are multiplied by sqrt(d_model).
+Section 3.5: sinusoidal encodings, or learned ones (Table 3 row E).
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+
+class SharedEmbedding(keras.layers.Layer):
+  """ids -> embeddings * sqrt(d_model); with `reverse=True`, vectors -> logits.
+
+  Calling the same layer in both directions is how the functional model ties
+  the target embedding to the pre-softmax projection (as KerasHub's
+  ReversibleEmbedding does). Logits are returned in float32 for the loss.
+  The table is initialised N(0, d_model^-0.5) so scaled embeddings have unit
+  variance, as in tensor2tensor.
+  """
+
+  def __init__(self, vocab_size, d_model, scale=True, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.d_model = d_model
+    self.scale = scale
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.vocab_size, self.d_model),
+        initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+
+  def call(self, inputs, reverse=False):
+    table = tf.cast(self.embeddings, self.compute_dtype)
+    if reverse:  # [b, t, d_model] -> [b, t, vocab]
+      return tf.cast(tf.einsum("btd,vd->btv", inputs, table), tf.float32)
+    vectors = tf.gather(table, inputs)
+    if self.scale:
+      vectors *= tf.cast(math.sqrt(self.d_model), self.compute_dtype)
+    return vectors
+
+  def compute_output_spec(self, inputs, reverse=False):
+    if reverse:
+      return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocab_size,), "float32")
+    return keras.KerasTensor(tuple(inputs.shape) + (self.d_model,), self.compute_dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, d_model=self.d_model, scale=self.scale)
+    return config
+
+
+def sinusoid_encoding(positions, d_model):
+  """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...).
+
+  positions: [length] int or float -> [length, d_model] float32. Computed, not
+  looked up, so there is no maximum length.
+  """
+  position = tf.cast(positions, tf.float32)[:, tf.newaxis]  # [L, 1]
+  two_i = tf.range(0, d_model, 2, dtype=tf.float32)  # [ceil(d/2)]
+  angle = position / tf.pow(10000.0, two_i / d_model)  # [L, ceil(d/2)]
+  interleaved = tf.stack([tf.sin(angle), tf.cos(angle)], axis=-1)  # [L, ceil(d/2), 2]
+  return tf.reshape(interleaved, [tf.shape(position)[0], -1])[:, :d_model]
+
+
+def _positions(inputs, start_index):
+  """start_index + [0, 1, ..., length - 1]; static-length range, so XLA compiles it."""
+  length = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
+  return start_index + tf.range(length)
+
+
+class SinusoidalPositionEncoding(keras.layers.Layer):
+  """x [b, t, d] -> x + PE[start_index : start_index + t]."""
+
+  def call(self, inputs, start_index=0):
+    table = sinusoid_encoding(_positions(inputs, start_index), inputs.shape[-1])
+    return inputs + tf.cast(table, inputs.dtype)[tf.newaxis]
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+
+class LearnedPositionEmbedding(keras.layers.Layer):
+  """x [b, t, d] -> x + P[start_index : start_index + t] with a trained table (row E)."""
+
+  def __init__(self, max_position, **kwargs):
+    super().__init__(**kwargs)
+    self.max_position = max_position
+
+  def build(self, input_shape):
+    self.positions = self.add_weight(
+        name="positions", shape=(self.max_position, input_shape[-1]),
+        initializer=keras.initializers.RandomNormal(stddev=input_shape[-1] ** -0.5))
+
+  def call(self, inputs, start_index=0):
+    positions = _positions(inputs, start_index)
+    tf.debugging.assert_less(
+        positions[-1], self.max_position,
+        message="sequence longer than the learned position table (hparam max_position)")
+    table = tf.gather(tf.cast(self.positions, inputs.dtype), positions)
+    return inputs + table[tf.newaxis]
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(max_position=self.max_position)
+    return config

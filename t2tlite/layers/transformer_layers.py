@@ -1,0 +1,202 @@
+"""Encoder and decoder layers (Section 3.1), post-norm by default.
+
+Each sub-layer is wrapped as the paper writes it, LayerNorm(x + Dropout(f(x)))
+("post"), or as tensor2tensor v2 does, x + Dropout(f(LayerNorm(x))) ("pre");
+a pre-norm stack needs one more LayerNorm at its end (see models/transformer.py).
+"""
+
+import keras
+import tensorflow as tf
+
+from t2tlite.layers.attention import MultiHeadAttention
+
+
+class FeedForward(keras.layers.Layer):
+  """FFN(x) = max(0, x W1 + b1) W2 + b2, with optional dropout after the activation."""
+
+  def __init__(self, d_ff, activation="relu", relu_dropout=0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.d_ff = d_ff
+    self.activation = activation
+    self.relu_dropout = relu_dropout
+
+  def build(self, input_shape):
+    self.inner = keras.layers.Dense(self.d_ff, activation=self.activation,
+                                    dtype=self.dtype_policy, name="inner")
+    self.inner.build(input_shape)
+    self.dropout = keras.layers.Dropout(self.relu_dropout, dtype=self.dtype_policy)
+    self.outer = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="outer")
+    self.outer.build(tuple(input_shape[:-1]) + (self.d_ff,))
+
+  def call(self, x, training=None):
+    return self.outer(self.dropout(self.inner(x), training=training))
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(d_ff=self.d_ff, activation=self.activation, relu_dropout=self.relu_dropout)
+    return config
+
+
+class _SubLayerWrapper(keras.layers.Layer):
+  """Shared plumbing of EncoderLayer and DecoderLayer: residual, dropout and norm."""
+
+  def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
+               attention_dropout=0.0, relu_dropout=0.0, layer_norm_position="post",
+               layer_norm_epsilon=1e-6, activation="relu", use_bias=False, xla=True,
+               **kwargs):
+    super().__init__(**kwargs)
+    if layer_norm_position not in ("post", "pre"):
+      raise ValueError(f"layer_norm_position must be 'post' or 'pre', got {layer_norm_position!r}")
+    self.num_heads = num_heads
+    self.key_dim = key_dim
+    self.value_dim = value_dim
+    self.d_ff = d_ff
+    self.dropout = dropout
+    self.attention_dropout = attention_dropout
+    self.relu_dropout = relu_dropout
+    self.layer_norm_position = layer_norm_position
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.activation = activation
+    self.use_bias = use_bias
+    self.xla = xla
+
+  def _attention(self, name, query_shape, value_shape=None):
+    layer = MultiHeadAttention(
+        self.num_heads, self.key_dim, self.value_dim, dropout=self.attention_dropout,
+        use_bias=self.use_bias, xla=self.xla, dtype=self.dtype_policy, name=name)
+    layer.build(query_shape, value_shape)
+    return layer
+
+  def _norm_and_dropout(self, name, shape):
+    norm = keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm")
+    norm.build(shape)
+    return norm, keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+  def _feed_forward(self, shape):
+    ffn = FeedForward(self.d_ff, self.activation, self.relu_dropout,
+                      dtype=self.dtype_policy, name="feed_forward")
+    ffn.build(shape)
+    return ffn
+
+  def _residual(self, x, norm, dropout, sublayer, training):
+    """Post: LN(x + Dropout(f(x))); pre: x + Dropout(f(LN(x)))."""
+    if self.layer_norm_position == "pre":
+      return x + dropout(sublayer(norm(x)), training=training)
+    return norm(x + dropout(sublayer(x), training=training))
+
+  def compute_output_shape(self, input_shape, *args, **kwargs):
+    return input_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+        d_ff=self.d_ff, dropout=self.dropout, attention_dropout=self.attention_dropout,
+        relu_dropout=self.relu_dropout, layer_norm_position=self.layer_norm_position,
+        layer_norm_epsilon=self.layer_norm_epsilon, activation=self.activation,
+        use_bias=self.use_bias, xla=self.xla)
+    return config
+
+
+class EncoderLayer(_SubLayerWrapper):
+  """Self-attention then FFN, each wrapped in residual + dropout + layer norm."""
+
+  def build(self, x_shape):
+    input_shape = x_shape
+    self.self_attention = self._attention("self_attention", input_shape)
+    self.attention_norm, self.attention_dropout_layer = self._norm_and_dropout(
+        "self_attention", input_shape)
+    self.feed_forward = self._feed_forward(input_shape)
+    self.ffn_norm, self.ffn_dropout_layer = self._norm_and_dropout("feed_forward", input_shape)
+
+  def call(self, x, padding_mask=None, training=None):
+    """x [b, s, d_model]; padding_mask [b, 1, 1, s] bool (False at pads) -> [b, s, d_model]."""
+    x = self._residual(
+        x, self.attention_norm, self.attention_dropout_layer,
+        lambda y: self.self_attention(y, attention_mask=padding_mask, training=training),
+        training)
+    return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                          lambda y: self.feed_forward(y, training=training), training)
+
+
+class DecoderLayer(_SubLayerWrapper):
+  """Causal self-attention, encoder-decoder attention, then FFN.
+
+  `call` runs a whole target sequence (training, scoring). `call_cached` runs
+  one position against a fixed-size key/value cache for incremental decoding;
+  it returns (output, new_cache) and is never part of the functional graph.
+  """
+
+  def build(self, x_shape, memory_shape=None):
+    input_shape = x_shape
+    memory_shape = input_shape if memory_shape is None else memory_shape
+    self.self_attention = self._attention("self_attention", input_shape)
+    self.self_norm, self.self_dropout_layer = self._norm_and_dropout(
+        "self_attention", input_shape)
+    self.cross_attention = self._attention("cross_attention", input_shape, memory_shape)
+    self.cross_norm, self.cross_dropout_layer = self._norm_and_dropout(
+        "cross_attention", input_shape)
+    self.feed_forward = self._feed_forward(input_shape)
+    self.ffn_norm, self.ffn_dropout_layer = self._norm_and_dropout("feed_forward", input_shape)
+
+  def call(self, x, memory, memory_mask=None, training=None):
+    """x [b, t, d_model], memory [b, s, d_model], memory_mask [b, 1, 1, s] bool -> [b, t, d_model]."""
+    x = self._residual(
+        x, self.self_norm, self.self_dropout_layer,
+        lambda y: self.self_attention(y, causal=True, training=training), training)
+    x = self._residual(
+        x, self.cross_norm, self.cross_dropout_layer,
+        lambda y: self.cross_attention(y, memory, attention_mask=memory_mask, training=training),
+        training)
+    return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                          lambda y: self.feed_forward(y, training=training), training)
+
+  def memory_key_values(self, memory):
+    """Encoder output [b, s, d_model] -> cross-attention keys and values, computed once."""
+    return self.cross_attention.project_key_value(memory)
+
+  def call_cached(self, x, step, cache, memory_kv, memory_mask):
+    """One decoding position.
+
+    Args:
+      x: [b, 1, d_model], the embedded token at position `step`.
+      step: int32 scalar, the position being decoded.
+      cache: {"key": [b, L, h, d_k], "value": [b, L, h, d_v]} for positions < step.
+      memory_kv: (keys, values) from `memory_key_values`.
+      memory_mask: [b, 1, 1, s] bool.
+    Returns:
+      ([b, 1, d_model], cache with position `step` written).
+    """
+
+    new_cache = {}
+
+    def self_attend(y):
+      query = self.self_attention.project_query(y)
+      key, value = self.self_attention.project_key_value(y)
+      new_cache["key"] = _write_position(cache["key"], key, step)
+      new_cache["value"] = _write_position(cache["value"], value, step)
+      max_length = cache["key"].shape[1] or tf.shape(cache["key"])[1]
+      visible = tf.range(max_length) <= step  # Causality: nothing after `step`.
+      return self.self_attention.attend(query, new_cache["key"], new_cache["value"],
+                                        visible[tf.newaxis, tf.newaxis, tf.newaxis])
+
+    def cross_attend(y):
+      query = self.cross_attention.project_query(y)
+      return self.cross_attention.attend(query, *memory_kv, memory_mask)
+
+    x = self._residual(x, self.self_norm, self.self_dropout_layer, self_attend, False)
+    x = self._residual(x, self.cross_norm, self.cross_dropout_layer, cross_attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, new_cache
+
+
+def _write_position(cache, update, step):
+  """cache [b, L, h, d] with update [b, 1, h, d] written at position `step` (a scatter)."""
+  batch = tf.shape(cache)[0]
+  indices = tf.stack([tf.range(batch), tf.fill([batch], step)], axis=1)  # [b, 2]
+  return tf.tensor_scatter_nd_update(cache, indices, update[:, 0])

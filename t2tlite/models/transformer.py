@@ -1,0 +1,162 @@
+"""The Transformer of Vaswani et al. 2017 as a Keras 3 functional model.
+
+`Transformer` is a functional `keras.Model` subclass (the KerasHub backbone
+pattern): its graph maps {"inputs": [b, s], "targets": [b, t]} int32 ids to
+float32 logits [b, t, vocab] under teacher forcing, with targets shifted right
+inside the graph (id 0 starts every target, as in tensor2tensor). The same
+layers also serve incremental decoding through `encode`, `initial_decode_state`
+and `decode_step`, which beam search calls one position at a time.
+"""
+
+import keras
+import tensorflow as tf
+
+from t2tlite.hparams.hparams import HParams, HParamsError
+from t2tlite.layers.attention import padding_mask
+from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
+                                      SinusoidalPositionEncoding)
+from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
+from t2tlite.registry import register_model
+
+PAD_ID = 0
+EOS_ID = 1
+
+
+def shift_right(targets):
+  """[b, t] -> [b, t]: prepend PAD_ID (the start symbol), drop the last position."""
+  return keras.ops.pad(targets, [[0, 0], [1, 0]], constant_values=PAD_ID)[:, :-1]
+
+
+@register_model("transformer")
+class Transformer(keras.Model):
+  """Encoder-decoder Transformer built from an HParams (see hparams/hparams.py)."""
+
+  def __init__(self, hparams, **kwargs):
+    hp = hparams if isinstance(hparams, HParams) else HParams.from_dict(hparams)
+    if not hp.input_vocab_size or not hp.target_vocab_size:
+      raise HParamsError("input_vocab_size and target_vocab_size must be set "
+                         "(the problem sets them; --describe takes --vocab_size)")
+    dtype = hp.dtype
+    layer_args = dict(
+        num_heads=hp.num_heads, key_dim=hp.key_dim, value_dim=hp.value_dim, d_ff=hp.d_ff,
+        dropout=hp.dropout, attention_dropout=hp.attention_dropout,
+        relu_dropout=hp.relu_dropout, layer_norm_position=hp.layer_norm_position,
+        layer_norm_epsilon=hp.layer_norm_epsilon, activation=hp.ffn_activation,
+        use_bias=hp.attention_use_bias, xla=hp.xla, dtype=dtype)
+
+    # --- Layers ---
+    target_embedding = SharedEmbedding(
+        hp.target_vocab_size, hp.d_model, dtype=dtype,
+        name="shared_embedding" if hp.shared_source_target_embedding else "target_embedding")
+    source_embedding = (target_embedding if hp.shared_source_target_embedding else
+                        SharedEmbedding(hp.input_vocab_size, hp.d_model, dtype=dtype,
+                                        name="source_embedding"))
+    if hp.shared_embedding_and_softmax_weights:
+      softmax = lambda x: target_embedding(x, reverse=True)
+    else:
+      projection = keras.layers.Dense(hp.target_vocab_size, use_bias=False, dtype=dtype,
+                                      name="softmax")
+      softmax = lambda x: keras.ops.cast(projection(x), "float32")
+
+    def positions(name):
+      if hp.position_encoding == "learned":
+        return LearnedPositionEmbedding(hp.max_position, dtype=dtype, name=name)
+      return SinusoidalPositionEncoding(dtype=dtype, name=name)
+
+    source_position = positions("source_position")
+    target_position = positions("target_position")
+    source_dropout = keras.layers.Dropout(hp.dropout, dtype=dtype, name="source_dropout")
+    target_dropout = keras.layers.Dropout(hp.dropout, dtype=dtype, name="target_dropout")
+    encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
+                      for i in range(hp.num_encoder_layers)]
+    decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)
+                      for i in range(hp.num_decoder_layers)]
+    prenorm = hp.layer_norm_position == "pre"
+
+    def final_norm(name):  # Pre-norm stacks end un-normalized; t2t adds one LN.
+      return (keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype,
+                                              name=name) if prenorm else None)
+
+    encoder_norm = final_norm("encoder_norm")
+    decoder_norm = final_norm("decoder_norm")
+
+    # --- Functional graph (teacher forcing) ---
+    inputs = keras.Input(shape=(None,), dtype="int32", name="inputs")
+    targets = keras.Input(shape=(None,), dtype="int32", name="targets")
+    memory_mask = padding_mask(inputs, PAD_ID)  # [b, 1, 1, s] bool
+    x = source_dropout(source_position(source_embedding(inputs)))
+    for layer in encoder_layers:
+      x = layer(x, padding_mask=memory_mask)
+    memory = encoder_norm(x) if prenorm else x
+    y = target_dropout(target_position(target_embedding(shift_right(targets))))
+    for layer in decoder_layers:
+      y = layer(y, memory, memory_mask=memory_mask)
+    if prenorm:
+      y = decoder_norm(y)
+    logits = softmax(y)
+    super().__init__(inputs={"inputs": inputs, "targets": targets}, outputs=logits, **kwargs)
+
+    self.hparams = hp
+    self.source_embedding = source_embedding
+    self.target_embedding = target_embedding
+    self.source_position = source_position
+    self.target_position = target_position
+    self.encoder_layers = encoder_layers
+    self.decoder_layers = decoder_layers
+    self.encoder_norm = encoder_norm
+    self.decoder_norm = decoder_norm
+    self._softmax = softmax
+
+  # --- Incremental decoding ---
+  def encode(self, inputs):
+    """[b, s] ids -> (memory [b, s, d_model], memory_mask [b, 1, 1, s] bool); no dropout."""
+    memory_mask = padding_mask(inputs, PAD_ID)
+    x = self.source_position(self.source_embedding(inputs))
+    for layer in self.encoder_layers:
+      x = layer(x, padding_mask=memory_mask, training=False)
+    if self.encoder_norm is not None:
+      x = self.encoder_norm(x)
+    return x, memory_mask
+
+  def initial_decode_state(self, memory, memory_mask, max_length):
+    """Decoder caches for up to `max_length` positions.
+
+    Returns (state, context): `state` holds the self-attention caches
+    {"layer_i": {"key": [b, L, h, d_k], "value": [b, L, h, d_v]}}, which beam
+    search reorders with the beams; `context` holds what stays fixed per
+    sentence: the cross-attention keys/values, computed once here, and the
+    memory mask.
+    """
+    batch = tf.shape(memory)[0]
+    hp = self.hparams
+    dtype = self.compute_dtype
+    state = {
+        f"layer_{i}": {
+            "key": tf.zeros([batch, max_length, hp.num_heads, hp.key_dim], dtype),
+            "value": tf.zeros([batch, max_length, hp.num_heads, hp.value_dim], dtype),
+        } for i in range(len(self.decoder_layers))
+    }
+    context = {
+        "memory_kv": [layer.memory_key_values(memory) for layer in self.decoder_layers],
+        "memory_mask": memory_mask,
+    }
+    return state, context
+
+  def decode_step(self, ids, step, state, context):
+    """ids [b] at position `step` (int32 scalar) -> (logits [b, vocab] float32, new state)."""
+    y = self.target_embedding(ids[:, tf.newaxis])  # [b, 1, d_model]
+    y = self.target_position(y, start_index=step)
+    new_state = {}
+    for i, layer in enumerate(self.decoder_layers):
+      y, new_state[f"layer_{i}"] = layer.call_cached(
+          y, step, state[f"layer_{i}"], context["memory_kv"][i], context["memory_mask"])
+    if self.decoder_norm is not None:
+      y = self.decoder_norm(y)
+    return self._softmax(y)[:, 0], new_state
+
+  def get_config(self):
+    return {"hparams": self.hparams.to_dict(), "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)

@@ -1,0 +1,108 @@
+"""Token-budget batching with length buckets, as tensor2tensor batches.
+
+`batch_size` counts tokens, not sentences: a bucket whose examples are padded
+to length L holds batch_size // L examples, so every batch carries about the
+same number of tokens (Section 5.1: "batched together by approximate sequence
+length"). Bucket boundaries grow geometrically (min_length_bucket, then x
+length_bucket_step), which keeps padding low, and every batch of a bucket has
+the same static shape [batch_size // L, L], so an XLA-compiled train step
+compiles once per bucket and never again.
+
+Examples are dicts {"inputs": int32 [s], "targets": int32 [t]} with EOS
+already appended by the problem.
+"""
+
+import bisect
+from typing import List
+
+import tensorflow as tf
+
+
+def bucket_boundaries(max_length: int, min_length: int = 8, step: float = 1.1) -> List[int]:
+  """Geometric boundaries min_length, ..., max_length (t2t's _bucket_boundaries)."""
+  boundaries = []
+  x = min_length
+  while x < max_length:
+    boundaries.append(x)
+    x = max(x + 1, int(x * step))
+  boundaries.append(max(max_length, min_length))
+  return boundaries
+
+
+def bucket_batch_sizes(boundaries: List[int], batch_size: int) -> List[int]:
+  """Examples per batch for each bucket: the token budget over the padded length."""
+  return [max(1, batch_size // length) for length in boundaries]
+
+
+def example_length(example):
+  """Length that decides the bucket: the longer of source and target."""
+  return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
+
+
+def filter_max_length(dataset, max_length: int):
+  """Drops examples with either side longer than max_length (0 keeps all)."""
+  if not max_length:
+    return dataset
+  return dataset.filter(lambda ex: example_length(ex) <= max_length)
+
+
+def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False):
+  """Groups examples into token-budget batches of static shape per bucket.
+
+  Args:
+    dataset: examples {"inputs": [s], "targets": [t]}, all of length <= max_length.
+    hparams: reads batch_size, min_length_bucket, length_bucket_step.
+    max_length: the largest example length (the last boundary).
+    pad_batch: pad a bucket's last, partial batch with all-pad rows to the full
+      batch size (for finite evaluation sets, so their shapes stay static too;
+      all-pad rows carry zero loss weight).
+  Returns:
+    Dataset of {"inputs": [n, L], "targets": [n, L]} with n, L fixed per bucket.
+  """
+  boundaries = bucket_boundaries(max_length, hparams.min_length_bucket,
+                                 hparams.length_bucket_step)
+  sizes = bucket_batch_sizes(boundaries, hparams.batch_size)
+  boundaries_t = tf.constant(boundaries, tf.int32)
+  sizes_t = tf.constant(sizes, tf.int64)
+
+  def key_fn(example):
+    bucket = tf.searchsorted(boundaries_t, [example_length(example)], side="left")[0]
+    return tf.cast(tf.minimum(bucket, len(boundaries) - 1), tf.int64)
+
+  def reduce_fn(bucket, window):
+    length = boundaries_t[bucket]
+    batched = window.padded_batch(sizes_t[bucket], padded_shapes={
+        "inputs": [length], "targets": [length]})
+    if pad_batch:
+      batched = batched.map(lambda b: {k: _pad_rows(v, sizes_t[bucket]) for k, v in b.items()})
+    return batched
+
+  return dataset.group_by_window(key_func=key_fn, reduce_func=reduce_fn,
+                                 window_size_func=lambda bucket: sizes_t[bucket])
+
+
+def _pad_rows(batch, rows):
+  return tf.pad(batch, [[0, tf.cast(rows, tf.int32) - tf.shape(batch)[0]], [0, 0]])
+
+
+def bucket_of(length: int, boundaries: List[int]) -> int:
+  """Python twin of key_fn, for tests and reports."""
+  return min(bisect.bisect_left(boundaries, length), len(boundaries) - 1)
+
+
+def training_dataset(dataset, hparams, seed=None):
+  """Infinite, shuffled, filtered, token-batched training stream."""
+  max_length = hparams.max_length or _longest(dataset)
+  dataset = filter_max_length(dataset, max_length)
+  dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
+  return batch_by_length(dataset, hparams, max_length).prefetch(2)
+
+
+def evaluation_dataset(dataset, hparams):
+  """One pass over every example (none filtered), token-batched with static shapes."""
+  max_length = max(hparams.max_length, _longest(dataset))
+  return batch_by_length(dataset, hparams, max_length, pad_batch=True).prefetch(2)
+
+
+def _longest(dataset) -> int:
+  return int(dataset.map(example_length).reduce(tf.constant(1), tf.maximum))

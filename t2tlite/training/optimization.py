@@ -1,0 +1,44 @@
+"""Learning-rate schedule and optimizer (Section 5.3).
+
+Noam: lrate = constant * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5),
+with step counted from 1 (the optimizer's `iterations` counts from 0, so the
+first update uses step 1; step 0 would be 0 / infinity).
+"""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="t2tlite")
+class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
+  """Linear warmup for `warmup_steps`, then decay with the inverse square root of the step."""
+
+  def __init__(self, d_model, warmup_steps=4000, constant=1.0):
+    self.d_model = d_model
+    self.warmup_steps = warmup_steps
+    self.constant = constant
+
+  def __call__(self, iterations):
+    step = tf.cast(iterations, tf.float32) + 1.0
+    warmup = tf.cast(self.warmup_steps, tf.float32)
+    return (self.constant * self.d_model ** -0.5 *
+            tf.minimum(tf.math.rsqrt(step), step * warmup ** -1.5))
+
+  def get_config(self):
+    return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
+            "constant": self.constant}
+
+
+def learning_rate_schedule(hparams):
+  """The schedule the hparams name (`learning_rate_schedule`)."""
+  if hparams.learning_rate_schedule == "noam":
+    return NoamSchedule(hparams.d_model, hparams.learning_rate_warmup_steps,
+                        hparams.learning_rate_constant)
+  return hparams.learning_rate_constant
+
+
+def make_optimizer(hparams):
+  """Adam with the paper's beta_1, beta_2 and epsilon, driven by the schedule."""
+  return keras.optimizers.Adam(
+      learning_rate=learning_rate_schedule(hparams), beta_1=hparams.adam_beta1,
+      beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon)

@@ -1,0 +1,64 @@
+"""Metric accumulation between log lines, and the progress line itself."""
+
+import math
+import time
+
+import tensorflow as tf
+
+
+class MetricWindow:
+  """Sums step metrics over a logging window; reports averages per token/sequence."""
+
+  def __init__(self):
+    self.reset()
+
+  def reset(self):
+    self.sums = None
+    self.steps = 0
+    self.start = time.perf_counter()
+
+  def add(self, metrics):
+    """Adds one step's sums (tensors stay on device until `result`)."""
+    self.sums = dict(metrics) if self.sums is None else {
+        k: self.sums[k] + v for k, v in metrics.items()}
+    self.steps += 1
+
+  def result(self):
+    """loss, nll, perplexity, accuracy, sequence_accuracy, tokens, seconds[, grad_norm]."""
+    sums = {k: float(v) for k, v in self.sums.items()}
+    tokens = max(sums["tokens"], 1.0)
+    nll = sums["nll"] / tokens
+    out = {
+        "loss": sums["loss"] / tokens, "nll": nll, "perplexity": math.exp(min(nll, 50.0)),
+        "accuracy": sums["correct"] / tokens,
+        "sequence_accuracy": sums["correct_sequences"] / max(sums["sequences"], 1.0),
+        "tokens": sums["tokens"], "seconds": time.perf_counter() - self.start,
+    }
+    if "grad_norm" in sums:  # A per-step value: averaged over the window's steps.
+      out["grad_norm"] = sums["grad_norm"] / self.steps
+    return out
+
+
+def format_duration(seconds: float) -> str:
+  seconds = int(max(seconds, 0))
+  hours, rest = divmod(seconds, 3600)
+  minutes, secs = divmod(rest, 60)
+  return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def progress_line(step, total, metrics, learning_rate, steps_in_window) -> str:
+  """One stderr line: step, loss, nll, ppl, accuracy, lr, grad norm, tokens/s, ETA."""
+  seconds = metrics["seconds"]
+  per_step = seconds / max(steps_in_window, 1)
+  return (f"step {step}/{total} | loss {metrics['loss']:.4f} nll {metrics['nll']:.4f} "
+          f"ppl {metrics['perplexity']:.2f} acc {metrics['accuracy']:.3f} | "
+          f"lr {learning_rate:.3g} gnorm {metrics.get('grad_norm', 0.0):.3f} | "
+          f"{metrics['tokens'] / max(seconds, 1e-9):,.0f} tok/s {per_step:.3f} s/step | "
+          f"ETA {format_duration(per_step * (total - step))}")
+
+
+def write_scalars(writer, step, scalars):
+  with writer.as_default(step=step):
+    for name, value in scalars.items():
+      tf.summary.scalar(name, value)
+  writer.flush()

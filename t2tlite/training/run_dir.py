@@ -1,0 +1,82 @@
+"""The output directory of a run: effective hparams and the run's identity.
+
+`hparams.json` (every field, vocab sizes included) is written beside the
+checkpoints so `t2t-decoder` rebuilds exactly the trained model. Starting a
+run in a directory that holds a different run is refused, naming the fields
+that differ: nothing the user wrote is overwritten without being asked.
+"""
+
+import json
+import os
+
+from t2tlite.hparams.hparams import HParams
+
+HPARAMS_FILE = "hparams.json"
+RUN_FILE = "run.json"
+
+
+class RunDirError(ValueError):
+  """The output directory does not match the requested run."""
+
+
+def hparams_path(output_dir: str) -> str:
+  return os.path.join(output_dir, HPARAMS_FILE)
+
+
+def prepare(output_dir: str, hparams: HParams, run_info: dict) -> None:
+  """Creates output_dir and records hparams/run info, or checks they match what is there."""
+  os.makedirs(output_dir, exist_ok=True)
+  path = hparams_path(output_dir)
+  if os.path.exists(path):
+    saved = HParams.load(path)
+    if saved != hparams:
+      diff = [f"{k}: {v!r} there vs {getattr(hparams, k)!r} now"
+              for k, v in saved.to_dict().items() if getattr(hparams, k) != v]
+      raise RunDirError(f"--output_dir={output_dir} holds a run with other hparams "
+                        f"({'; '.join(diff)}); use a new --output_dir")
+    saved_run = load_run_info(output_dir)
+    for key in ("problem", "model"):
+      if saved_run.get(key) not in (None, run_info.get(key)):
+        raise RunDirError(f"--output_dir={output_dir} holds a run of {key} "
+                          f"{saved_run[key]!r}, not {run_info.get(key)!r}")
+    return
+  hparams.save(path)
+  tmp = os.path.join(output_dir, RUN_FILE + ".tmp")
+  with open(tmp, "w") as f:
+    json.dump(run_info, f, indent=2, sort_keys=True)
+  os.replace(tmp, os.path.join(output_dir, RUN_FILE))
+
+
+def load_hparams(output_dir: str) -> HParams:
+  path = hparams_path(output_dir)
+  if not os.path.exists(path):
+    raise RunDirError(f"--output_dir={output_dir}: no {HPARAMS_FILE}; is it a t2t-trainer output?")
+  return HParams.load(path)
+
+
+def load_run_info(output_dir: str) -> dict:
+  path = os.path.join(output_dir, RUN_FILE)
+  if not os.path.exists(path):
+    return {}
+  with open(path) as f:
+    return json.load(f)
+
+
+def load_model(output_dir: str, checkpoint_path: str = None, hparams_overrides: str = ""):
+  """Rebuilds the trained model from hparams.json and restores a checkpoint.
+
+  Returns (model, checkpoint_path). `hparams_overrides` may change settings
+  that do not alter the weights (e.g. "xla=false"); the restore checks that
+  every model variable was found in the checkpoint.
+  """
+  import tensorflow as tf  # Heavy: only when a model is really loaded.
+  from t2tlite import registry
+  from t2tlite.training import checkpoints
+
+  hparams = load_hparams(output_dir).override(hparams_overrides)
+  path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
+  if not path:
+    raise RunDirError(f"--output_dir={output_dir}: no checkpoint found")
+  model = registry.model(load_run_info(output_dir).get("model", "transformer"))(hparams)
+  checkpoints.restore_model(model, path)
+  return model, path

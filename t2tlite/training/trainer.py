@@ -1,0 +1,162 @@
+"""The training loop behind `t2t-trainer`.
+
+Builds the model and optimizer under a tf.distribute strategy scope, restores
+the latest checkpoint if the output directory has one (model, optimizer and
+the input iterator, so a run killed with `kill -9` continues on the same step
+with the same data), then alternates training steps, progress lines on
+stderr, TensorBoard summaries, periodic evaluation and checkpoints.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Optional
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from t2tlite import registry
+from t2tlite.hparams.hparams import HParams
+from t2tlite.training import checkpoints, input_pipeline, progress, run_dir, train_step
+from t2tlite.training.optimization import make_optimizer
+
+
+@dataclasses.dataclass
+class TrainOptions:
+  """Loop settings that do not change the model (the t2t-trainer flags)."""
+  train_steps: int = 1000  # Stop when the optimizer has made this many updates.
+  eval_every: int = 1000  # Evaluate on dev every N steps (0: only at the end).
+  eval_steps: int = 0  # Dev batches per evaluation (0: the whole dev set).
+  save_checkpoints_steps: int = 1000  # Checkpoint every N steps...
+  save_checkpoints_secs: int = 600  # ...or every N seconds, whichever comes first (paper: 10 min).
+  keep_checkpoint_max: int = 20  # Checkpoints kept (20 covers the big model's averaging).
+  log_every: int = 100  # Steps between progress lines and train summaries.
+  random_seed: int = 1  # Seeds initialisation, dropout and shuffling.
+
+
+class Trainer:
+  """Trains `model_name` on `problem` with `hparams` into `output_dir`."""
+
+  def __init__(self, problem, hparams: HParams, output_dir: str, data_dir: Optional[str] = None,
+               options: TrainOptions = TrainOptions(), model_name: str = "transformer",
+               strategy: Optional[tf.distribute.Strategy] = None, run_info: Optional[dict] = None):
+    input_vocab, target_vocab = problem.vocab_sizes(data_dir)
+    self.hparams = hparams.replace(input_vocab_size=input_vocab, target_vocab_size=target_vocab)
+    self.problem = problem
+    self.output_dir = output_dir
+    self.data_dir = data_dir
+    self.options = options
+    self.strategy = strategy or tf.distribute.get_strategy()
+    run_dir.prepare(output_dir, self.hparams, dict(
+        run_info or {}, problem=problem.name, model=model_name))
+    keras.utils.set_random_seed(options.random_seed)
+
+    with self.strategy.scope():
+      self.model = registry.model(model_name)(self.hparams)
+      self.optimizer = make_optimizer(self.hparams)
+      self.optimizer.build(self.model.trainable_variables)
+    train_data = input_pipeline.training_dataset(
+        problem.dataset("train", data_dir), self.hparams, seed=options.random_seed)
+    self.train_iterator = iter(self.strategy.experimental_distribute_dataset(train_data))
+    self.checkpoint = tf.train.Checkpoint(
+        model=checkpoints.model_trackable(self.model), optimizer=self.optimizer,
+        train_iterator=self.train_iterator)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, output_dir, max_to_keep=options.keep_checkpoint_max,
+        step_counter=self.optimizer.iterations)
+    self.train_step = train_step.make_train_step(
+        self.model, self.optimizer, self.hparams, self.strategy)
+    self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
+    self.train_writer = tf.summary.create_file_writer(output_dir)
+    self.eval_writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
+    self.compiled_shapes = set()  # One XLA compilation per distinct batch shape.
+
+  @property
+  def step(self) -> int:
+    return int(self.optimizer.iterations.numpy())
+
+  def restore(self) -> int:
+    """Restores the latest checkpoint, if any; returns the step training resumes from."""
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      logging.info("restored %s: resuming at step %d", latest, self.step)
+    else:
+      logging.info("no checkpoint in %s: starting from step 0", self.output_dir)
+    return self.step
+
+  def save(self) -> str:
+    path = self.manager.save(checkpoint_number=self.step)
+    logging.info("saved checkpoint %s", path)
+    return path
+
+  def train(self) -> dict:
+    """Runs to `train_steps`; returns the last evaluation metrics."""
+    opts = self.options
+    step = self.restore()
+    if step == 0:
+      with self.train_writer.as_default(step=0):
+        tf.summary.text("hparams", "```\n" + json.dumps(self.hparams.to_dict(), indent=2) + "\n```")
+    logging.info("training %s on %s: %d parameters, %d tokens per batch, steps %d -> %d",
+                 type(self.model).__name__, self.problem.name, self.model.count_params(),
+                 self.hparams.batch_size, step, opts.train_steps)
+    window = progress.MetricWindow()
+    last_save_time = time.time()
+    last_eval = {}
+    while step < opts.train_steps:
+      batch = next(self.train_iterator)
+      self._note_shape(batch)
+      window.add(self.train_step(batch))
+      step += 1
+      if step % opts.log_every == 0 or step == opts.train_steps:
+        self._log_train(step, window)
+        window.reset()
+      if opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps:
+        last_eval = self.evaluate(step)
+      due = (step % opts.save_checkpoints_steps == 0 or
+             (opts.save_checkpoints_secs and
+              time.time() - last_save_time >= opts.save_checkpoints_secs))
+      if due and step < opts.train_steps:
+        self.save()
+        last_save_time = time.time()
+    if self.manager.latest_checkpoint != os.path.join(self.output_dir, f"ckpt-{step}"):
+      self.save()  # The final step, unless it was just saved.
+    last_eval = self.evaluate(step)
+    return last_eval
+
+  def evaluate(self, step: Optional[int] = None) -> dict:
+    """Teacher-forced loss, NLL, perplexity and accuracies on the dev split."""
+    step = self.step if step is None else step
+    data = input_pipeline.evaluation_dataset(
+        self.problem.dataset("dev", self.data_dir), self.hparams)
+    if self.options.eval_steps:
+      data = data.take(self.options.eval_steps)
+    window = progress.MetricWindow()
+    for batch in self.strategy.experimental_distribute_dataset(data):
+      self._note_shape(batch)
+      window.add(self.eval_step(batch))
+    metrics = window.result()
+    scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
+                                       "sequence_accuracy")}
+    progress.write_scalars(self.eval_writer, step, scalars)
+    logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
+    return scalars
+
+  def _log_train(self, step, window):
+    metrics = window.result()
+    learning_rate = float(self.optimizer.learning_rate)
+    logging.info("%s", progress.progress_line(step, self.options.train_steps, metrics,
+                                              learning_rate, window.steps))
+    scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy", "grad_norm")}
+    scalars.update(learning_rate=learning_rate,
+                   tokens_per_sec=metrics["tokens"] / max(metrics["seconds"], 1e-9),
+                   xla_compilations=len(self.compiled_shapes))
+    progress.write_scalars(self.train_writer, step, scalars)
+
+  def _note_shape(self, batch):
+    shape = tuple(batch["inputs"].shape) + tuple(batch["targets"].shape)
+    if shape not in self.compiled_shapes:
+      self.compiled_shapes.add(shape)
+      logging.info("new batch shape %s: compilation %d", shape, len(self.compiled_shapes))

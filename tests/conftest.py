@@ -1,0 +1,26 @@
+"""Shared fixtures: quiet TensorFlow, small models, paths to ../shared data."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pytest  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(REPO), "shared")
+
+
+def tiny_hparams(**changes):
+  """A 2+2-layer d_model=32 model: fast enough to build dozens of times in tests."""
+  from t2tlite import registry
+  hp = registry.hparams("transformer_tiny").replace(
+      d_model=32, d_ff=64, num_heads=4, input_vocab_size=20, target_vocab_size=20)
+  return hp.replace(**changes)
+
+
+@pytest.fixture
+def shared_dir():
+  if not os.path.isdir(SHARED):
+    pytest.skip("../shared is not beside the repository")
+  return SHARED

@@ -1,0 +1,160 @@
+"""Layers against independent truth: the paper's formulas (numpy) and Keras's own MHA."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2tlite.layers import attention, embedding, transformer_layers
+from tests.layer_test_case import run_layer_test
+
+
+def paper_positional_encoding(length, d_model):
+  """Section 3.5 written out literally, one entry at a time."""
+  pe = np.zeros((length, d_model))
+  for pos in range(length):
+    for i in range(d_model // 2):
+      pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
+      pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
+  return pe
+
+
+@pytest.mark.parametrize("d_model", [8, 64, 512])
+def test_sinusoids_match_paper_formula(d_model):
+  got = embedding.sinusoid_encoding(tf.range(100), d_model).numpy()
+  np.testing.assert_allclose(got, paper_positional_encoding(100, d_model), atol=2e-5)
+
+
+def test_position_layer_adds_encoding_from_start_index():
+  x = tf.zeros([2, 3, 16])
+  got = embedding.SinusoidalPositionEncoding()(x, start_index=5).numpy()
+  np.testing.assert_allclose(got[1], paper_positional_encoding(8, 16)[5:8], atol=1e-5)
+
+
+def test_shared_embedding_scales_and_ties():
+  layer = embedding.SharedEmbedding(vocab_size=11, d_model=16)
+  ids = tf.constant([[1, 5, 10]])
+  vectors = layer(ids).numpy()
+  table = layer.embeddings.numpy()
+  np.testing.assert_allclose(vectors[0], table[[1, 5, 10]] * 4.0, rtol=1e-6)  # sqrt(16) = 4
+  x = np.random.RandomState(0).randn(1, 2, 16).astype(np.float32)
+  np.testing.assert_allclose(layer(x, reverse=True).numpy(), x @ table.T, rtol=1e-5, atol=1e-5)
+
+
+def _copy_to_keras_mha(ours, theirs, d_model):
+  """Our Dense kernels [d, h*d_k] are Keras's EinsumDense kernels [d, h, d_k] reshaped."""
+  h, dk, dv = ours.num_heads, ours.key_dim, ours.value_dim
+  theirs.set_weights([
+      ours.query_dense.kernel.numpy().reshape(d_model, h, dk),
+      ours.key_dense.kernel.numpy().reshape(d_model, h, dk),
+      ours.value_dense.kernel.numpy().reshape(d_model, h, dv),
+      ours.output_dense.kernel.numpy().reshape(h, dv, d_model),
+  ])
+
+
+@pytest.mark.parametrize("num_heads,key_dim,value_dim", [(4, 8, 8), (2, 4, 16), (1, 32, 32)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_keras_multi_head_attention(num_heads, key_dim, value_dim, causal):
+  rng = np.random.RandomState(1)
+  d_model, batch, t, s = 32, 3, 5, 5 if causal else 7
+  query = rng.randn(batch, t, d_model).astype(np.float32)
+  value = query if causal else rng.randn(batch, s, d_model).astype(np.float32)
+  lengths = np.array([s, 3, 1])
+  key_mask = np.arange(s)[None, :] < lengths[:, None]  # [b, s] True = real
+  ours = attention.MultiHeadAttention(num_heads, key_dim, value_dim)
+  out = ours(query, value, attention_mask=key_mask[:, None, None, :], causal=causal).numpy()
+  theirs = keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim, use_bias=False)
+  theirs(query, value)
+  _copy_to_keras_mha(ours, theirs, d_model)
+  mask = np.repeat(key_mask[:, None, :], t, axis=1)
+  expected = theirs(query, value, attention_mask=mask, use_causal_mask=causal).numpy()
+  np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_masks_safe_in_16_bit(dtype):
+  """Padded queries (fully masked rows) and -1e9 biases never produce inf or NaN."""
+  rng = np.random.RandomState(2)
+  q = tf.constant(rng.randn(2, 4, 2, 8), dtype)
+  k = tf.constant(rng.randn(2, 4, 2, 8), dtype)
+  v = tf.constant(rng.randn(2, 4, 2, 8), dtype)
+  fully_masked = tf.zeros([2, 1, 4, 4], tf.bool)
+  for mask in (fully_masked, attention.causal_mask(4)):
+    out = attention.xla_scaled_dot_product_attention(q, k, v, mask).numpy().astype(np.float32)
+    assert np.isfinite(out).all()
+  exact = attention.scaled_dot_product_attention(
+      tf.cast(q, tf.float32), tf.cast(k, tf.float32), tf.cast(v, tf.float32),
+      attention.causal_mask(4)).numpy()
+  low = attention.xla_scaled_dot_product_attention(q, k, v, attention.causal_mask(4))
+  np.testing.assert_allclose(low.numpy().astype(np.float32), exact, atol=0.05)
+
+
+def test_attention_dropout_is_stateless_and_scaled():
+  rng = np.random.RandomState(3)
+  q, k, v = (tf.constant(rng.randn(1, 64, 1, 4), tf.float32) for _ in range(3))
+  a = attention.scaled_dot_product_attention(q, k, v, None, 0.5, tf.constant([1, 2]))
+  b = attention.scaled_dot_product_attention(q, k, v, None, 0.5, tf.constant([1, 2]))
+  c = attention.scaled_dot_product_attention(q, k, v, None, 0.5, tf.constant([3, 4]))
+  np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert not np.allclose(a.numpy(), c.numpy())
+
+
+def test_attention_layer_contract():
+  x = np.random.RandomState(4).randn(2, 5, 16).astype(np.float32)
+  run_layer_test(attention.MultiHeadAttention,
+                 dict(num_heads=2, key_dim=4, value_dim=6, dropout=0.1),
+                 inputs=(x, x), expected_output_shape=(2, 5, 16),
+                 expected_num_trainable_weights=4)
+
+
+def test_feed_forward_contract_and_formula():
+  x = np.random.RandomState(5).randn(2, 3, 8).astype(np.float32)
+  layer, out = run_layer_test(transformer_layers.FeedForward, dict(d_ff=12), inputs=(x,),
+                              expected_output_shape=(2, 3, 8), expected_num_trainable_weights=4)
+  w1, b1, w2, b2 = layer.get_weights()
+  np.testing.assert_allclose(out, np.maximum(0, x @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-5)
+
+
+LAYER_ARGS = dict(num_heads=2, key_dim=4, value_dim=4, d_ff=16, dropout=0.1)
+
+
+@pytest.mark.parametrize("position", ["post", "pre"])
+def test_encoder_layer_contract(position):
+  x = np.random.RandomState(6).randn(2, 5, 8).astype(np.float32)
+  mask = attention.padding_mask(tf.constant([[3, 4, 5, 1, 0], [3, 1, 0, 0, 0]]))
+  run_layer_test(transformer_layers.EncoderLayer, dict(LAYER_ARGS, layer_norm_position=position),
+                 inputs=(x,), call_kwargs=dict(padding_mask=mask),
+                 expected_output_shape=(2, 5, 8), expected_num_trainable_weights=4 + 4 + 4)
+
+
+@pytest.mark.parametrize("position", ["post", "pre"])
+def test_decoder_layer_contract(position):
+  rng = np.random.RandomState(7)
+  x = rng.randn(2, 4, 8).astype(np.float32)
+  memory = rng.randn(2, 6, 8).astype(np.float32)
+  run_layer_test(transformer_layers.DecoderLayer, dict(LAYER_ARGS, layer_norm_position=position),
+                 inputs=(x, memory), expected_output_shape=(2, 4, 8),
+                 expected_num_trainable_weights=4 + 4 + 4 + 6)
+
+
+def test_post_norm_output_is_normalised_and_pre_norm_is_not():
+  """Post-norm ends each sub-layer with LayerNorm (zero mean, unit variance per position)."""
+  x = 3.0 + 5.0 * np.random.RandomState(8).randn(2, 5, 8).astype(np.float32)
+  post = transformer_layers.EncoderLayer(**LAYER_ARGS)(x).numpy()
+  np.testing.assert_allclose(post.mean(-1), 0.0, atol=1e-4)
+  np.testing.assert_allclose(post.std(-1), 1.0, atol=1e-2)
+  pre = transformer_layers.EncoderLayer(**LAYER_ARGS, layer_norm_position="pre")(x).numpy()
+  assert abs(pre.mean()) > 1.0  # The residual stream keeps the input's offset.
+
+
+def test_embedding_and_position_contracts():
+  ids = np.array([[2, 3, 4]], np.int32)
+  run_layer_test(embedding.SharedEmbedding, dict(vocab_size=7, d_model=4), inputs=(ids,),
+                 expected_output_shape=(1, 3, 4), expected_num_trainable_weights=1)
+  x = np.ones((1, 3, 4), np.float32)
+  run_layer_test(embedding.LearnedPositionEmbedding, dict(max_position=10), inputs=(x,),
+                 expected_output_shape=(1, 3, 4), expected_num_trainable_weights=1)
+  run_layer_test(embedding.SinusoidalPositionEncoding, {}, inputs=(x,),
+                 expected_output_shape=(1, 3, 4), expected_num_trainable_weights=0)

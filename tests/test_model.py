@@ -1,0 +1,164 @@
+"""The assembled Transformer: causality, padding, caching, tying, options."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2tlite.decoding import search
+from t2tlite.models.transformer import Transformer
+from tests.conftest import tiny_hparams
+
+SRC = np.array([[5, 6, 7, 8, 1], [9, 4, 1, 0, 0]], np.int32)
+TGT = np.array([[3, 4, 5, 6, 7, 1], [8, 9, 10, 1, 0, 0]], np.int32)
+
+
+def logits_of(model, src, tgt):
+  return model({"inputs": tf.constant(src), "targets": tf.constant(tgt)}, training=False).numpy()
+
+
+@pytest.fixture(scope="module")
+def model():
+  keras.utils.set_random_seed(0)
+  return Transformer(tiny_hparams())
+
+
+def test_output_shape_and_dtype(model):
+  out = logits_of(model, SRC, TGT)
+  assert out.shape == (2, 6, 20) and out.dtype == np.float32
+
+
+def test_changing_future_targets_leaves_earlier_logits_unchanged(model):
+  base = logits_of(model, SRC, TGT)
+  for t in range(TGT.shape[1]):
+    changed = TGT.copy()
+    changed[:, t:] = 2 + (changed[:, t:] + 7) % 18  # Different real tokens from t onwards.
+    out = logits_of(model, SRC, changed)
+    # The logits at position p see targets < p (shifted right): positions <= t are unchanged.
+    np.testing.assert_allclose(out[:, :t + 1], base[:, :t + 1], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(out[:, t + 1:], base[:, t + 1:]) or t + 1 == TGT.shape[1]
+
+
+def test_source_padding_leaves_real_positions_unchanged(model):
+  base = logits_of(model, SRC, TGT)
+  padded = np.pad(SRC, [[0, 0], [0, 4]])  # Four more pad ids on every source.
+  np.testing.assert_allclose(logits_of(model, padded, TGT), base, rtol=1e-5, atol=1e-5)
+
+
+def test_target_padding_leaves_real_positions_unchanged(model):
+  base = logits_of(model, SRC, TGT)
+  padded = np.pad(TGT, [[0, 0], [0, 3]])
+  np.testing.assert_allclose(logits_of(model, SRC, padded)[:, :6], base, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_rows_are_independent(model):
+  both = logits_of(model, SRC, TGT)
+  alone = logits_of(model, SRC[1:], TGT[1:])
+  np.testing.assert_allclose(alone[0], both[1], rtol=1e-5, atol=1e-5)
+
+
+def _cached_logits(model, src, tgt):
+  """Teacher-forced logits computed one position at a time through the KV cache."""
+  memory, bias = model.encode(tf.constant(src))
+  state, context = model.initial_decode_state(memory, bias, tgt.shape[1])
+  decoder_inputs = np.pad(tgt, [[0, 0], [1, 0]])[:, :-1]  # Shift right.
+  steps = []
+  for t in range(tgt.shape[1]):
+    logits, state = model.decode_step(tf.constant(decoder_inputs[:, t]), tf.constant(t), state,
+                                      context)
+    steps.append(logits.numpy())
+  return np.stack(steps, axis=1)
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"layer_norm_position": "pre"}, {"position_encoding": "learned"},
+    {"d_k": 4, "d_v": 12}, {"xla": False},
+])
+def test_cached_incremental_decoding_equals_full_forward(changes):
+  keras.utils.set_random_seed(1)
+  model = Transformer(tiny_hparams(**changes))
+  np.testing.assert_allclose(_cached_logits(model, SRC, TGT), logits_of(model, SRC, TGT),
+                             rtol=1e-4, atol=1e-4)
+
+
+def test_cached_greedy_search_equals_greedy_by_full_recomputation(model):
+  """The tensor2tensor testSlowVsFast check: fast (cached) decode == slow (recompute) decode."""
+  length = 7
+  memory, bias = model.encode(tf.constant(SRC))
+  state, context = model.initial_decode_state(memory, bias, length + 1)
+  fast = search.greedy_search(
+      lambda ids, step, st: model.decode_step(ids, step, st, context),
+      tf.zeros([2], tf.int32), state, tf.constant([length, length]), length).ids[:, 0].numpy()
+  slow = np.zeros([2, 0], np.int32)
+  for _ in range(length + 1):  # Recompute the whole prefix every step, then extend by argmax.
+    logits = logits_of(model, SRC, np.concatenate([slow, np.zeros([2, 1], np.int32)], 1))
+    slow = np.concatenate([slow, logits[:, -1].argmax(-1)[:, None].astype(np.int32)], 1)
+  for row in range(2):
+    stop = list(slow[row]).index(1) + 1 if 1 in slow[row] else length
+    np.testing.assert_array_equal(fast[row, :stop], slow[row, :stop])
+    if stop == length:  # No EOS within the budget: the search forces it at max length.
+      assert fast[row, length] == 1
+
+
+def test_three_way_weight_tying():
+  model = Transformer(tiny_hparams())
+  assert model.source_embedding is model.target_embedding
+  names = [w.path for w in model.trainable_weights if "embedding" in w.path]
+  assert len(names) == 1, names
+  # Logits are the decoder output times the embedding matrix transposed.
+  ids = tf.constant([[3, 4]])
+  table = model.target_embedding.embeddings.numpy()
+  x = np.random.RandomState(0).randn(1, 2, 32).astype(np.float32)
+  np.testing.assert_allclose(model.target_embedding(x, reverse=True).numpy(), x @ table.T,
+                             rtol=1e-5, atol=1e-5)
+  del ids
+
+
+def test_separate_vocabularies_option():
+  hp = tiny_hparams(shared_source_target_embedding=False, input_vocab_size=30,
+                    target_vocab_size=20, shared_embedding_and_softmax_weights=False)
+  model = Transformer(hp)
+  assert model.source_embedding is not model.target_embedding
+  src = np.array([[25, 29, 1]], np.int32)  # Ids beyond the target vocabulary are fine at source.
+  assert logits_of(model, src, TGT[:1]).shape == (1, 6, 20)
+  tied = Transformer(tiny_hparams())
+  d, v = 32, 20
+  assert model.count_params() - tied.count_params() == 30 * d + v * d  # Source table + softmax.
+
+
+def test_embeddings_are_scaled_by_sqrt_d_model():
+  """Section 3.4: the encoder input is E[id] * sqrt(d_model) + PE (dropout off)."""
+  model = Transformer(tiny_hparams())
+  ids = tf.constant([[4, 7]])
+  got = model.source_position(model.source_embedding(ids)).numpy()
+  table = model.source_embedding.embeddings.numpy()
+  from tests.test_layers import paper_positional_encoding
+  np.testing.assert_allclose(got[0], table[[4, 7]] * np.sqrt(32) + paper_positional_encoding(2, 32),
+                             rtol=1e-5, atol=1e-5)
+
+
+def test_config_round_trip():
+  model = Transformer(tiny_hparams(layer_norm_position="pre"))
+  clone = Transformer.from_config(model.get_config())
+  assert clone.hparams == model.hparams
+  clone.set_weights(model.get_weights())
+  np.testing.assert_allclose(logits_of(clone, SRC, TGT), logits_of(model, SRC, TGT), rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_16_bit_policies_match_float32_with_padding(policy):
+  """Padded sources and causal masks stay finite and close to float32 in 16-bit compute."""
+  keras.utils.set_random_seed(2)
+  fp32 = Transformer(tiny_hparams())
+  low = Transformer(tiny_hparams(dtype=policy))
+  low.set_weights(fp32.get_weights())
+  a, b = logits_of(fp32, SRC, TGT), logits_of(low, SRC, TGT)
+  assert b.dtype == np.float32 and np.isfinite(b).all()
+  np.testing.assert_allclose(b, a, atol=0.15)
+  assert (a.argmax(-1) == b.argmax(-1)).mean() > 0.8
+
+
+def test_missing_vocab_size_is_a_clear_error():
+  from t2tlite.hparams.hparams import HParamsError
+  with pytest.raises(HParamsError, match="vocab_size"):
+    Transformer(tiny_hparams(input_vocab_size=0))

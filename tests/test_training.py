@@ -1,0 +1,101 @@
+"""The training loop: learning, checkpoints that reload exactly, and exact resumption."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2tlite import registry
+from t2tlite.models.transformer import Transformer
+from t2tlite.training import run_dir, train_step
+from t2tlite.training.optimization import make_optimizer
+from t2tlite.training.trainer import Trainer, TrainOptions
+from tests.conftest import tiny_hparams
+
+# XLA is off here: these tests are about the loop, and compiling every bucket shape costs
+# more than the steps; the XLA train step runs in test_cli.py's end-to-end run.
+FAST = dict(d_model=32, d_ff=64, num_heads=4, batch_size=256, length_bucket_step=2.0,
+            learning_rate_warmup_steps=100, xla=False)
+
+
+def small_copy_problem():
+  problem = registry.problem("algorithmic_copy")
+  problem.split_sizes = {"train": 3000, "dev": 100, "test": 100}
+  return problem
+
+
+def test_train_step_overfits_one_batch():
+  hp = tiny_hparams(dropout=0.0, learning_rate_schedule="constant", learning_rate_constant=3e-3)
+  model = Transformer(hp)
+  optimizer = make_optimizer(hp)
+  step = train_step.make_train_step(model, optimizer, hp)
+  batch = {"inputs": tf.constant([[5, 6, 7, 1], [8, 9, 1, 0]]),
+           "targets": tf.constant([[7, 6, 5, 1], [9, 8, 1, 0]])}
+  first = step(batch)
+  for _ in range(60):
+    last = step(batch)
+  assert float(first["tokens"]) == 7.0
+  assert float(last["nll"]) / 7 < 0.1 * float(first["nll"]) / 7
+  assert float(last["correct"]) == 7.0
+  assert int(optimizer.iterations) == 61
+
+
+def _trainer(tmp_path, steps, name="run", **options):
+  problem = small_copy_problem()
+  hp = registry.hparams("transformer_tiny").replace(**FAST)
+  opts = TrainOptions(train_steps=steps, eval_every=0, eval_steps=2, log_every=5,
+                      save_checkpoints_steps=options.pop("save_checkpoints_steps", 10),
+                      save_checkpoints_secs=0, **options)
+  return Trainer(problem, hp, str(tmp_path / name), options=opts)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  trainer = _trainer(tmp_path_factory.mktemp("full"), 20)
+  metrics = trainer.train()
+  return trainer, metrics
+
+
+def test_training_reduces_dev_loss_and_logs(uninterrupted):
+  trainer, metrics = uninterrupted
+  assert trainer.step == 20
+  assert metrics["nll"] < np.log(12)  # Better than uniform over the 12-token vocabulary.
+  events = tf.io.gfile.glob(trainer.output_dir + "/events.out.tfevents.*")
+  assert events and tf.io.gfile.glob(trainer.output_dir + "/eval/events.out.tfevents.*")
+  tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0]) for v in e.summary.value}
+  assert {"loss", "nll", "perplexity", "learning_rate", "accuracy", "tokens_per_sec",
+          "grad_norm"} <= tags
+
+
+def test_checkpoint_reloads_into_an_identical_model(uninterrupted):
+  trainer, _ = uninterrupted
+  model, path = run_dir.load_model(trainer.output_dir)
+  assert path.endswith("ckpt-20")
+  batch = {"inputs": tf.constant([[5, 6, 7, 1]]), "targets": tf.constant([[5, 6, 7, 1]])}
+  np.testing.assert_array_equal(model(batch).numpy(), trainer.model(batch).numpy())
+  keys = [name for name, _ in tf.train.list_variables(path)]
+  assert "model/encoder_layer_0.Sself_attention.Squery.Skernel/.ATTRIBUTES/VARIABLE_VALUE" in keys
+
+
+def test_resume_continues_on_the_same_step_and_matches_uninterrupted(tmp_path, uninterrupted):
+  full, _ = uninterrupted
+  first = _trainer(tmp_path, 10, name="resumed")
+  first.train()
+  resumed = _trainer(tmp_path, 20, name="resumed")
+  assert resumed.restore() == 10
+  resumed.train()
+  for a, b in zip(resumed.model.weights, full.model.weights):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.path)
+
+
+def test_checkpoints_keep_the_last_k(tmp_path):
+  trainer = _trainer(tmp_path, 12, save_checkpoints_steps=2, keep_checkpoint_max=3)
+  trainer.train()
+  assert [int(p.rsplit("-", 1)[1]) for p in trainer.manager.checkpoints] == [8, 10, 12]
+
+
+def test_output_dir_with_other_hparams_is_refused(tmp_path):
+  _trainer(tmp_path, 1)
+  problem = small_copy_problem()
+  hp = registry.hparams("transformer_tiny").replace(**dict(FAST, d_ff=128))
+  with pytest.raises(run_dir.RunDirError, match="d_ff: 64 there vs 128 now"):
+    Trainer(problem, hp, str(tmp_path / "run"))
