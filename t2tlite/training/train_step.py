@@ -39,7 +39,8 @@ def make_train_step(model, optimizer, hparams, strategy=None):
 
   compiled = tf.function(replica_step, jit_compile=hparams.xla)
 
-  @tf.function
+  # Traced once for any batch shape; XLA still compiles once per concrete bucket shape.
+  @tf.function(reduce_retracing=True)
   def step(batch):
     per_replica = strategy.run(compiled, args=(batch,))
     return _reduce(strategy, per_replica)
@@ -57,7 +58,7 @@ def make_eval_step(model, hparams, strategy=None):
 
   compiled = tf.function(replica_step, jit_compile=hparams.xla)
 
-  @tf.function
+  @tf.function(reduce_retracing=True)
   def step(batch):
     return _reduce(strategy, strategy.run(compiled, args=(batch,)))
 

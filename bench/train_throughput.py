@@ -1,0 +1,427 @@
+"""Training throughput of t2tlite's Transformer beside peers of identical shape, interleaved.
+
+What is measured
+----------------
+Target tokens per second of one full training update, on random token ids, for each shape in
+--shapes ("base" = hparams set transformer_base with vocab 37000, "tiny" = transformer_tiny with
+vocab 8000; override with --base_vocab/--tiny_vocab):
+
+  * ours: the exact step t2t-trainer runs, `t2tlite.training.train_step.make_train_step` on
+    `t2tlite.models.transformer.Transformer` with `make_optimizer` (Noam LR, Adam 0.9/0.98/1e-9,
+    label-smoothed CE 0.1 with padding masked, accuracy counts, global gradient norm; the whole
+    update one XLA cluster when --xla true). Model: post-norm, tied 3-way embeddings, dropout as
+    in the hparams set (0.1 residual/embedding). Dtype from --dtype (float32 | mixed_bfloat16).
+  * torch: bench/peers/torch_transformer.py, `torch.nn.Transformer` built to the same shape
+    (d_model, heads, d_ff, layers, vocab, post-norm, no attention biases, tied embedding/softmax,
+    the hparams set's dropouts, label smoothing 0.1, Adam(0.9, 0.98, 1e-9)), run by --torch_python
+    with --torch_threads threads (default 2 = this machine's cores); --torch_amp none,bf16 adds a
+    torch.autocast(bfloat16) column.
+  * Model Garden (only with --tfm_python, base shape only): /work/shared/peers/peerB_tfm.py
+    (tf-models-official Seq2SeqTransformer, tf_keras, no XLA), float32 and mixed_bfloat16, with
+    its stock pre-norm layers (one more LayerNorm per stack than post-norm: same cost within
+    noise). Its post-norm decoder (--tfm_norm_first 0) crashes under mixed_bfloat16 (a
+    float32 + bfloat16 add in TransformerDecoderBlock), so pre-norm is the default.
+
+Batch: --batch x --src_len source tokens, --batch x --tgt_len target tokens (64 x 32 x 32), ids
+uniform in [2, V) (no padding, no EOS), the same batch every step. Throughput counts target tokens
+only: tgt_tok/s = batch * tgt_len / step time, where the step time of one measurement is the
+median wall-clock time of --steps timed steps after --warmup untimed steps (the first warm-up
+step includes tracing and XLA compilation; each step ends with a host sync on the loss).
+
+Every measurement is a fresh subprocess (its own TF/torch runtime and thread pool). The machine's
+speed drifts (up to 2x over minutes), so the systems are interleaved: for each of --rounds rounds
+and each shape, run ours[, ours with the other --xla if --compare_xla][, --ours_variants],
+torch[, Model Garden fp32, bf16]. Reported per system: the median over rounds of tgt tok/s;
+ratios ours/peer are computed within each round (same minutes) and the median of those per-round
+ratios is reported. The host is shared: each measurement records the cores other processes used
+while it ran (/proc/stat busy time minus the worker's own CPU time), the table warns above 0.3,
+and --quiet_wait S waits up to S seconds before each measurement for the host to go quiet.
+
+Usage:
+  python bench/train_throughput.py --shapes base,tiny
+  python bench/train_throughput.py --shapes base --dtype mixed_bfloat16 --compare_xla
+  python bench/train_throughput.py --shapes base --tfm_python /work/venvs/tfmvenv/bin/python
+Prints a table; --output_json writes every raw step time, the machine and the flags.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_PEER = os.path.join(HERE, "peers", "torch_transformer.py")
+TFM_PEER_DEFAULT = "/work/shared/peers/peerB_tfm.py"
+
+SHAPES = {  # name -> (hparams set, default vocab, default warmup, default timed steps)
+    "base": ("transformer_base", 37000, 2, 4),
+    "tiny": ("transformer_tiny", 8000, 3, 15),
+}
+
+
+def str2bool(v):
+  if isinstance(v, bool):
+    return v
+  if v.lower() in ("1", "true", "yes", "on"):
+    return True
+  if v.lower() in ("0", "false", "no", "off"):
+    return False
+  raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--shapes", default="base,tiny", help="comma list of: " + ",".join(SHAPES))
+  p.add_argument("--rounds", type=int, default=3)
+  p.add_argument("--dtype", default="float32", choices=["float32", "mixed_bfloat16"],
+                 help="ours: hparams dtype")
+  p.add_argument("--xla", type=str2bool, default=True, help="ours: hparams xla")
+  p.add_argument("--compare_xla", action="store_true",
+                 help="also measure ours with the opposite --xla in every round")
+  p.add_argument("--ours_variants", default="",
+                 help="more configurations of ours measured in every round, comma list of "
+                      "DTYPE:XLA, e.g. mixed_bfloat16:false,float32:false")
+  p.add_argument("--batch", type=int, default=64)
+  p.add_argument("--src_len", type=int, default=32)
+  p.add_argument("--tgt_len", type=int, default=32)
+  p.add_argument("--base_vocab", type=int, default=SHAPES["base"][1])
+  p.add_argument("--tiny_vocab", type=int, default=SHAPES["tiny"][1])
+  p.add_argument("--warmup", type=int, default=None,
+                 help="untimed steps per measurement (default: base 2, tiny 3)")
+  p.add_argument("--steps", type=int, default=None,
+                 help="timed steps per measurement (default: base 4, tiny 15)")
+  p.add_argument("--torch_python", default="/work/venvs/torchvenv/bin/python",
+                 help="interpreter with torch; empty string skips the torch peer")
+  p.add_argument("--torch_threads", type=int, default=2)
+  p.add_argument("--torch_amp", default="none",
+                 help="comma list of none|bf16 (torch.autocast bfloat16); each is a column")
+  p.add_argument("--tfm_python", default="",
+                 help="interpreter with tf-models-official 2.20; enables the Model Garden peer "
+                      "(base shape only)")
+  p.add_argument("--tfm_script", default=TFM_PEER_DEFAULT)
+  p.add_argument("--tfm_policies", default="float32,mixed_bfloat16")
+  p.add_argument("--tfm_norm_first", type=int, default=1,
+                 help="Model Garden's stock pre-norm (1, as the project's bar was measured); 0 = "
+                      "post-norm like ours, which fails under mixed_bfloat16 in Model Garden 2.20")
+  p.add_argument("--output_json", default="")
+  p.add_argument("--timeout", type=int, default=1800, help="seconds per measurement subprocess")
+  p.add_argument("--quiet_wait", type=float, default=0.0,
+                 help="before each measurement wait up to this many seconds for other processes "
+                      "to use < --quiet_cores cores (the host is shared; 0 = don't wait)")
+  p.add_argument("--quiet_cores", type=float, default=0.3)
+  p.add_argument("--verbose", action="store_true", help="pass the workers' stderr through")
+  # Worker mode (internal): one measurement of ours in this process, one JSON line on stdout.
+  p.add_argument("--worker", default="", choices=["", "ours"], help=argparse.SUPPRESS)
+  p.add_argument("--shape", default="base", help=argparse.SUPPRESS)
+  return p.parse_args(argv)
+
+
+def steps_for(args, shape):
+  _, _, w, n = SHAPES[shape]
+  return (args.warmup if args.warmup is not None else w,
+          args.steps if args.steps is not None else n)
+
+
+def vocab_for(args, shape):
+  return {"base": args.base_vocab, "tiny": args.tiny_vocab}[shape]
+
+
+def hparams_for(args, shape, xla=None, dtype=None):
+  from t2tlite import registry
+  V = vocab_for(args, shape)
+  hp = registry.hparams(SHAPES[shape][0]).replace(input_vocab_size=V, target_vocab_size=V)
+  xla = args.xla if xla is None else xla
+  dtype = dtype or args.dtype
+  return hp.override(f"xla={'true' if xla else 'false'},dtype={dtype}")
+
+
+def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
+  """Matmul FLOPs of one training step (3 x forward), the formula of /work/shared/peers/flops.py:
+  per source token 2*P_enc + Le*4*S*d, per target token 2*P_dec + 2*d*V + Ld*4*(T+S)*d."""
+  Pe, Pd = Le * (4 * d * d + 2 * d * ff), Ld * (8 * d * d + 2 * d * ff)
+  return 3 * (B * S * (2 * Pe + Le * 4 * S * d) + B * T * (2 * Pd + 2 * d * V + Ld * 4 * (T + S) * d))
+
+
+# --------------------------------------------------------------------------------------------
+# Worker: one measurement of t2tlite in this process.
+# --------------------------------------------------------------------------------------------
+def run_ours(args):
+  import numpy as np
+  import tensorflow as tf
+  import keras
+  from t2tlite.models.transformer import Transformer
+  from t2tlite.training.optimization import make_optimizer
+  from t2tlite.training.train_step import make_train_step
+
+  hp = hparams_for(args, args.shape)
+  warmup, steps = steps_for(args, args.shape)
+  V, B, S, T = hp.target_vocab_size, args.batch, args.src_len, args.tgt_len
+  keras.utils.set_random_seed(0)
+  model = Transformer(hp)
+  opt = make_optimizer(hp)
+  opt.build(model.trainable_variables)
+  step = make_train_step(model, opt, hp)
+  rng = np.random.default_rng(1)
+  batch = {"inputs": tf.constant(rng.integers(2, V, (B, S)), tf.int32),
+           "targets": tf.constant(rng.integers(2, V, (B, T)), tf.int32)}
+  times, warm_times, losses = [], [], []
+  for i in range(warmup + steps):
+    t0 = time.perf_counter()
+    metrics = step(batch)
+    loss = float(metrics["loss"]) / float(metrics["tokens"])  # host sync
+    dt = time.perf_counter() - t0
+    (times if i >= warmup else warm_times).append(dt)
+    losses.append(loss)
+    print(f"[ours] step {i} {dt:.3f}s loss {loss:.3f}", file=sys.stderr, flush=True)
+  med = statistics.median(times)
+  fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
+                            hp.num_decoder_layers, V)
+  return dict(system="t2tlite", tf=tf.__version__, keras=keras.__version__,
+              hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, xla=hp.xla,
+              params=int(sum(int(np.prod(v.shape)) for v in model.trainable_variables)),
+              intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
+              inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
+              batch=B, src_len=S, tgt_len=T, warmup=warmup, warmup_step_times_s=warm_times,
+              step_times_s=times, median_step_s=med, tgt_tok_per_s=B * T / med,
+              achieved_gflops=fl / med / 1e9, first_loss=losses[0], last_loss=losses[-1])
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+def last_json_line(text):
+  for line in reversed(text.strip().splitlines()):
+    line = line.strip()
+    if line.startswith("{"):
+      return json.loads(line)
+  raise ValueError("no JSON line in worker output")
+
+
+def host_cpu_seconds():
+  """(busy, steal) CPU-seconds of the whole host so far, from /proc/stat (all cores)."""
+  try:
+    with open("/proc/stat") as f:
+      v = [int(x) for x in f.readline().split()[1:]]
+  except OSError:
+    return None
+  hz = os.sysconf("SC_CLK_TCK")
+  user, nice, system, idle, iowait, irq, softirq = v[:7]
+  steal = v[7] if len(v) > 7 else 0
+  return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def children_cpu_seconds():
+  ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return ru.ru_utime + ru.ru_stime
+
+
+def foreign_load(seconds=2.0):
+  """Cores kept busy by other processes while this driver sleeps `seconds` (nothing of ours runs)."""
+  a = host_cpu_seconds()
+  time.sleep(seconds)
+  b = host_cpu_seconds()
+  return None if a is None or b is None else (b[0] - a[0]) / seconds
+
+
+def wait_for_quiet(args):
+  """Waits up to --quiet_wait s for other processes to use < --quiet_cores cores."""
+  load = foreign_load()
+  deadline = time.time() + args.quiet_wait
+  while load is not None and load > args.quiet_cores and time.time() < deadline:
+    load = foreign_load(5.0)
+  return load
+
+
+def run_subprocess(label, cmd, args):
+  print(f"  - {label} ...", end="", flush=True)
+  idle_load = wait_for_quiet(args)
+  load_before = os.getloadavg()
+  cpu0, child0 = host_cpu_seconds(), children_cpu_seconds()
+  t0 = time.perf_counter()
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+  try:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                          stderr=None if args.verbose else subprocess.PIPE,
+                          text=True, timeout=args.timeout, env=env)
+  except subprocess.TimeoutExpired:
+    print(f" TIMEOUT after {args.timeout}s")
+    return dict(error="timeout", cmd=cmd)
+  wall = time.perf_counter() - t0
+  cpu1, child_cpu = host_cpu_seconds(), children_cpu_seconds() - child0
+  # CPU the rest of the host used while the worker ran, in cores (host busy - worker's own CPU).
+  foreign = None if cpu0 is None else max(0.0, (cpu1[0] - cpu0[0] - child_cpu) / wall)
+  steal = None if cpu0 is None else (cpu1[1] - cpu0[1]) / wall
+  if proc.returncode != 0:
+    print(f" FAILED (rc {proc.returncode})")
+    tail = (proc.stderr or "")[-3000:]
+    print(tail, file=sys.stderr)
+    return dict(error=f"rc {proc.returncode}", stderr_tail=tail, cmd=cmd)
+  try:
+    res = last_json_line(proc.stdout)
+  except ValueError as e:
+    print(f" FAILED ({e})")
+    return dict(error=str(e), stdout_tail=proc.stdout[-3000:], cmd=cmd)
+  res["wall_s"] = wall
+  res["cmd"] = cmd
+  # Other processes on the host skew a measurement; the load averages make that visible.
+  res["loadavg_before"] = load_before
+  res["loadavg_after"] = os.getloadavg()
+  res["foreign_cores_before"] = idle_load
+  res["foreign_cores_during"] = foreign
+  res["steal_cores_during"] = steal
+  res["worker_cpu_s"] = child_cpu
+  print(f" {res['tgt_tok_per_s']:8.1f} tgt tok/s (median step {res['median_step_s']:.3f}s, "
+        f"process {wall:.0f}s, other procs {foreign:.2f} cores)", flush=True)
+  return res
+
+
+SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16"}
+
+
+def ours_variants(args):
+  """[(dtype, xla)]: the main configuration first, then --compare_xla's and --ours_variants'."""
+  out = [(args.dtype, args.xla)]
+  if args.compare_xla:
+    out.append((args.dtype, not args.xla))
+  for item in [x for x in args.ours_variants.split(",") if x]:
+    dtype, _, xla = item.partition(":")
+    if dtype not in SHORT_DTYPE:
+      sys.exit(f"--ours_variants: dtype must be one of {sorted(SHORT_DTYPE)}, got {dtype!r}")
+    v = (dtype, str2bool(xla or "true"))
+    if v not in out:
+      out.append(v)
+  return out
+
+
+def systems_for(args, shape):
+  """[(key, label, cmd)] in the order run within a round."""
+  hp = hparams_for(args, shape)
+  warmup, steps = steps_for(args, shape)
+  V = vocab_for(args, shape)
+  common = ["--batch", str(args.batch), "--src_len", str(args.src_len),
+            "--tgt_len", str(args.tgt_len), "--warmup", str(warmup), "--steps", str(steps)]
+  me = [sys.executable, os.path.abspath(__file__), "--worker=ours", f"--shape={shape}",
+        f"--dtype={args.dtype}", f"--base_vocab={args.base_vocab}",
+        f"--tiny_vocab={args.tiny_vocab}"] + common
+  out = []
+  for i, (dtype, xla) in enumerate(ours_variants(args)):
+    key = "ours" if i == 0 else f"ours_{SHORT_DTYPE[dtype]}_xla_{'on' if xla else 'off'}"
+    me_v = [x if not x.startswith("--dtype=") else f"--dtype={dtype}" for x in me]
+    out.append((key, f"t2tlite {dtype} xla={'on' if xla else 'off'}", me_v + [f"--xla={xla}"]))
+  amps = [x for x in args.torch_amp.split(",") if x] if args.torch_python else []
+  for i, amp in enumerate(amps):
+    out.append(("torch" if i == 0 else f"torch_{amp}", f"torch.nn.Transformer amp={amp}", [
+        args.torch_python, TORCH_PEER, "--d_model", str(hp.d_model),
+        "--num_heads", str(hp.num_heads), "--d_ff", str(hp.d_ff),
+        "--num_encoder_layers", str(hp.num_encoder_layers),
+        "--num_decoder_layers", str(hp.num_decoder_layers), "--vocab_size", str(V),
+        "--dropout", str(hp.dropout), "--attention_dropout", str(hp.attention_dropout),
+        "--relu_dropout", str(hp.relu_dropout), "--attn_bias", str(int(hp.attention_use_bias)),
+        "--label_smoothing", str(hp.label_smoothing), "--threads", str(args.torch_threads),
+        "--amp", amp] + common))
+  if args.tfm_python and shape == "base":
+    for policy in [x for x in args.tfm_policies.split(",") if x]:
+      out.append((f"tfm_{policy}", f"Model Garden {policy}", [
+          args.tfm_python, args.tfm_script, "--config", "base", "--mode", "train", "--jit", "0",
+          "--policy", policy, "--norm_first", str(args.tfm_norm_first)] + common))
+  return out
+
+
+def machine_info():
+  model = ""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          model = line.split(":", 1)[1].strip()
+          break
+    with open("/proc/cpuinfo") as f:
+      flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+  except OSError:
+    flags = []
+  return dict(nproc=os.cpu_count(), cpu_model=model, platform=platform.platform(),
+              python=platform.python_version(),
+              cpu_flags_of_note=[x for x in flags if x in ("avx512f", "avx512_bf16", "amx_bf16",
+                                                            "amx_tile", "avx512_vnni")])
+
+
+def median_or_none(xs):
+  xs = [x for x in xs if x is not None]
+  return statistics.median(xs) if xs else None
+
+
+def main(args):
+  shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+  for s in shapes:
+    if s not in SHAPES:
+      sys.exit(f"unknown shape {s!r}; choose from {sorted(SHAPES)}")
+  plan = {s: systems_for(args, s) for s in shapes}
+  started = datetime.datetime.now().astimezone()
+  print(f"train throughput, {started:%Y-%m-%d %H:%M %Z}; machine: {machine_info()}")
+  raw = {s: {key: [] for key, _, _ in plan[s]} for s in shapes}
+  labels = {s: {key: label for key, label, _ in plan[s]} for s in shapes}
+  for r in range(args.rounds):
+    for s in shapes:
+      print(f"round {r + 1}/{args.rounds}, shape {s}:")
+      for key, label, cmd in plan[s]:
+        raw[s][key].append(run_subprocess(label, cmd, args))
+
+  summary = {}
+  for s in shapes:
+    tok = {k: [m.get("tgt_tok_per_s") for m in v] for k, v in raw[s].items()}
+    other = {k: [m.get("foreign_cores_during") for m in v] for k, v in raw[s].items()}
+    sysm = {k: dict(label=labels[s][k], median_tgt_tok_per_s=median_or_none(v),
+                    per_round=v, foreign_cores_per_round=other[k]) for k, v in tok.items()}
+    ratios = {}  # each configuration of ours against every peer; the main one against all
+    for o in [k for k in tok if k.startswith("ours")]:
+      for k in tok:
+        if k == o or (k.startswith("ours") and o != "ours"):
+          continue
+        per_round = [x / y if (x and y) else None for x, y in zip(tok[o], tok[k])]
+        ratios[f"{o}/{k}"] = dict(per_round=per_round, median=median_or_none(per_round))
+    summary[s] = dict(systems=sysm, ratios=ratios)
+
+  print()
+  print(f"Training target tokens/s, batch {args.batch} x src {args.src_len} x tgt "
+        f"{args.tgt_len}, median of {args.rounds} interleaved rounds")
+  for s in shapes:
+    w, n = steps_for(args, s)
+    print(f"\n[{s}] {SHAPES[s][0]}, vocab {vocab_for(args, s)}, {w} warm-up + {n} timed steps")
+    print(f"  {'system':40s} {'tgt tok/s':>10s}   per round   (cores used by other processes)")
+    for k, m in summary[s]["systems"].items():
+      med = m["median_tgt_tok_per_s"]
+      pr = ", ".join("-" if x is None else f"{x:.1f}" for x in m["per_round"])
+      fo = ", ".join("-" if x is None else f"{x:.2f}" for x in m["foreign_cores_per_round"])
+      print(f"  {m['label']:40s} {'-' if med is None else f'{med:.1f}':>10s}   [{pr}]   ({fo})")
+      contended = max([x for x in m["foreign_cores_per_round"] if x is not None] or [0.0])
+      if contended > 0.3:
+        print(f"    ^ WARNING: other processes used up to {contended:.2f} of "
+              f"{os.cpu_count()} cores during these measurements")
+    for k, rt in summary[s]["ratios"].items():
+      med = rt["median"]
+      pr = ", ".join("-" if x is None else f"{x:.3f}" for x in rt["per_round"])
+      print(f"  ratio {k:34s} {'-' if med is None else f'{med:.3f}':>10s}   [{pr}]")
+
+  if args.output_json:
+    flags = {k: v for k, v in vars(args).items() if k not in ("worker", "shape")}
+    with open(args.output_json, "w") as f:
+      json.dump(dict(started=started.isoformat(),
+                     finished=datetime.datetime.now().astimezone().isoformat(),
+                     machine=machine_info(), flags=flags, summary=summary, raw=raw), f, indent=1)
+    print(f"\nwrote {args.output_json}")
+
+
+if __name__ == "__main__":
+  ARGS = parse_args()
+  if ARGS.worker == "ours":
+    print(json.dumps(run_ours(ARGS)))
+  else:
+    main(ARGS)
