@@ -48,12 +48,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
+
+from bench_util import machine_info, str2bool  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,16 +65,6 @@ SHAPES = {  # name -> (hparams set, default vocab, default warmup, default timed
     "base": ("transformer_base", 37000, 2, 4),
     "tiny": ("transformer_tiny", 8000, 3, 15),
 }
-
-
-def str2bool(v):
-  if isinstance(v, bool):
-    return v
-  if v.lower() in ("1", "true", "yes", "on"):
-    return True
-  if v.lower() in ("0", "false", "no", "off"):
-    return False
-  raise argparse.ArgumentTypeError(f"expected true/false, got {v!r}")
 
 
 def parse_args(argv=None):
@@ -333,24 +324,6 @@ def systems_for(args, shape):
           args.tfm_python, args.tfm_script, "--config", "base", "--mode", "train", "--jit", "0",
           "--policy", policy, "--norm_first", str(args.tfm_norm_first)] + common))
   return out
-
-
-def machine_info():
-  model = ""
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          model = line.split(":", 1)[1].strip()
-          break
-    with open("/proc/cpuinfo") as f:
-      flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
-  except OSError:
-    flags = []
-  return dict(nproc=os.cpu_count(), cpu_model=model, platform=platform.platform(),
-              python=platform.python_version(),
-              cpu_flags_of_note=[x for x in flags if x in ("avx512f", "avx512_bf16", "amx_bf16",
-                                                            "amx_tile", "avx512_vnni")])
 
 
 def median_or_none(xs):

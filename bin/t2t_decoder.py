@@ -81,10 +81,10 @@ def _inputs(problem, output_dir):
             f"--decode_from_file={FLAGS.decode_from_file} has {len(sources)}")
     target = FLAGS.decode_to_file or f"{FLAGS.decode_from_file}.decodes"
     return sources, references, target
-  pairs = list(problem.text_pairs(FLAGS.decode_split, None))
+  sources, references = problem.eval_text(FLAGS.decode_split, FLAGS.data_dir)
   target = FLAGS.decode_to_file or os.path.join(
       output_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
-  return [s for s, _ in pairs], [t for _, t in pairs], target
+  return sources, references, target
 
 
 def _read_lines(path, flag):

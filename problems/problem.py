@@ -43,6 +43,26 @@ class Problem:
     """{"inputs": encoder, "targets": encoder}; may read a vocabulary from data_dir."""
     raise NotImplementedError
 
+  # --- Optional ---
+  def configure(self, options: str, flag: str = "--problem_options") -> None:
+    """Applies "key=value,..." options; problems without options accept none."""
+    if options and options.strip():
+      raise ProblemError(f"{flag}: problem {self.name} takes no options")
+
+  def has_data(self, split: str, data_dir: Optional[str]) -> bool:
+    """Whether `dataset(split, data_dir)` has examples to give (e.g. a dev set to evaluate)."""
+    return True
+
+  def count_longer_than(self, data_dir: Optional[str], split: str,
+                        max_length: int) -> Optional[int]:
+    """Examples of `split` longer than max_length (None: not known without a pass)."""
+    return None
+
+  def eval_text(self, split: str, data_dir: Optional[str]):
+    """(source lines, target lines) of a dev/test split, as t2t-decoder reads them."""
+    pairs = list(self.text_pairs(split, None))
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
   # --- Derived ---
   def vocab_sizes(self, data_dir: Optional[str] = None) -> Tuple[int, int]:
     enc = self.encoders(data_dir)

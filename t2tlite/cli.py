@@ -15,13 +15,16 @@ from absl import flags, logging  # noqa: E402
 
 from t2tlite import overrides, registry  # noqa: E402
 from t2tlite.hparams.hparams import HParamsError
+from t2tlite.data.parallel_text import ParallelTextError
+from t2tlite.data.subword import VocabularyError
 from t2tlite.problems.problem import ProblemError
 from t2tlite.training.run_dir import RunDirError
 
 FLAGS = flags.FLAGS
 
 USER_ERRORS = (registry.RegistryError, overrides.OverrideError, HParamsError, RunDirError,
-               ProblemError, FileNotFoundError, UnicodeDecodeError)
+               ProblemError, ParallelTextError, VocabularyError, FileNotFoundError,
+               UnicodeDecodeError)
 
 
 class UsageError(ValueError):

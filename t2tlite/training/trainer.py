@@ -57,6 +57,10 @@ class Trainer:
       self.model = registry.model(model_name)(self.hparams)
       self.optimizer = make_optimizer(self.hparams)
       self.optimizer.build(self.model.trainable_variables)
+    dropped = problem.count_longer_than(data_dir, "train", self.hparams.max_length)
+    if dropped:
+      logging.info("max_length=%d drops %d training pairs with a longer side (EOS included)",
+                   self.hparams.max_length, dropped)
     train_data = input_pipeline.training_dataset(
         problem.dataset("train", data_dir), self.hparams, seed=options.random_seed)
     self.train_iterator = iter(self.strategy.experimental_distribute_dataset(train_data))
@@ -129,6 +133,10 @@ class Trainer:
   def evaluate(self, step: Optional[int] = None) -> dict:
     """Teacher-forced loss, NLL, perplexity and accuracies on the dev split."""
     step = self.step if step is None else step
+    if not self.problem.has_data("dev", self.data_dir):
+      logging.warning("no dev data for %s in %s: evaluation skipped", self.problem.name,
+                      self.data_dir)
+      return {}
     data = input_pipeline.evaluation_dataset(
         self.problem.dataset("dev", self.data_dir), self.hparams)
     if self.options.eval_steps:
