@@ -28,6 +28,8 @@ setup(
         "tensorflow-text==2.21.*",
         "tensorflow-datasets>=4.9,<4.10",
         "sacrebleu>=2.4",
+        "sentencepiece>=0.2",  # Learns the subword vocabularies; encodes in bulk for datagen.
+        "sacremoses>=0.1",  # tokenizer.perl port, for the paper's tokenized BLEU (t2t-bleu).
         "absl-py>=2.1",
         "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
         "numpy",
@@ -38,6 +40,8 @@ setup(
             "t2t-trainer=t2tlite.bin.t2t_trainer:run",
             "t2t-decoder=t2tlite.bin.t2t_decoder:run",
             "t2t-datagen=t2tlite.bin.t2t_datagen:run",
+            "t2t-avg-all=t2tlite.bin.t2t_avg_all:run",
+            "t2t-bleu=t2tlite.bin.t2t_bleu:run",
         ],
     },
 )

@@ -53,14 +53,18 @@ def main(argv):
   logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, decode_hparams)
   encoders = problem.encoders(FLAGS.data_dir)
   start = time.perf_counter()
-  decodes = Decoder(model, decode_hparams).decode_lines(
-      sources, encoders["inputs"], encoders["targets"])
+  decoder = Decoder(model, decode_hparams)
+  decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"])
   seconds = time.perf_counter() - start
+  if decoder.truncated:
+    logging.warning("%d of %d sources were longer than %d tokens and were truncated",
+                    decoder.truncated, len(sources), decoder.max_input_length)
   _write_lines(target, decodes)
   logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s)", target, len(decodes),
                seconds, len(decodes) / max(seconds, 1e-9))
   if references is not None:
-    scores = scoring.score(decodes, references, problem.eval_metrics)
+    best = [line.split("\t")[0] for line in decodes]  # Score the best hypothesis.
+    scores = scoring.score(best, references, problem.eval_metrics)
     scores.update(lines=len(decodes), checkpoint=checkpoint, seconds=round(seconds, 2))
     with open(target + ".scores.json", "w") as f:
       json.dump(scores, f, indent=2)

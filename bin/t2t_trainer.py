@@ -22,6 +22,13 @@ flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0: all of dev
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
 flags.DEFINE_integer("save_checkpoints_secs", 600, "...or every N seconds (paper: 10 minutes).")
 flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.")
+flags.DEFINE_integer("average_last_n", 0, "Average the last N checkpoints into "
+                     "<output_dir>/averaged/ at the end of training (0: off; paper: 5 base, "
+                     "20 big).")
+flags.DEFINE_bool("eval_decode", True, "At each evaluation also decode dev for real (beam "
+                  "search) and log BLEU / exact match to TensorBoard.")
+flags.DEFINE_integer("eval_decode_lines", 0, "Dev sentences decoded per evaluation (0: all).")
+flags.DEFINE_string("eval_decode_hparams", "", "--decode_hparams for the dev decodes.")
 flags.DEFINE_integer("log_every", 100, "Steps between progress lines and summaries.")
 flags.DEFINE_integer("random_seed", 1, "Seed for initialisation, dropout and shuffling.")
 flags.DEFINE_bool("describe", False, "Build the model without data, print its summary and "
@@ -36,12 +43,16 @@ def main(argv):
   if FLAGS.describe:
     return describe(hparams)
   problem = registry.problem(cli.require("problem"))
+  if FLAGS.average_last_n < 0:
+    raise cli.UsageError(f"--average_last_n={FLAGS.average_last_n}: use 0 (off) or N >= 1")
   options = TrainOptions(
       train_steps=FLAGS.train_steps, eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
       save_checkpoints_secs=FLAGS.save_checkpoints_secs,
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_every,
-      random_seed=FLAGS.random_seed)
+      random_seed=FLAGS.random_seed, average_last_n=FLAGS.average_last_n,
+      eval_decode=FLAGS.eval_decode, eval_decode_lines=FLAGS.eval_decode_lines,
+      eval_decode_hparams=FLAGS.eval_decode_hparams)
   from t2tlite.training.trainer import Trainer  # TensorFlow loads after flag errors.
   trainer = Trainer(problem, hparams, cli.require("output_dir"), data_dir=FLAGS.data_dir,
                     options=options, model_name=FLAGS.model,

@@ -14,17 +14,24 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow loads: n
 from absl import flags, logging  # noqa: E402
 
 from t2tlite import overrides, registry  # noqa: E402
-from t2tlite.hparams.hparams import HParamsError
-from t2tlite.data.parallel_text import ParallelTextError
-from t2tlite.data.subword import VocabularyError
-from t2tlite.problems.problem import ProblemError
-from t2tlite.training.run_dir import RunDirError
 
 FLAGS = flags.FLAGS
 
-USER_ERRORS = (registry.RegistryError, overrides.OverrideError, HParamsError, RunDirError,
-               ProblemError, ParallelTextError, VocabularyError, FileNotFoundError,
-               UnicodeDecodeError)
+
+def user_errors() -> tuple:
+  """Exception types that mean "the user can fix this": one line, exit status 2.
+
+  Imported on demand: some of them live beside TensorFlow, which commands like
+  t2t-bleu never need to load.
+  """
+  from t2tlite.data.parallel_text import ParallelTextError
+  from t2tlite.data.subword import VocabularyError
+  from t2tlite.hparams.hparams import HParamsError
+  from t2tlite.problems.problem import ProblemError
+  from t2tlite.training.run_dir import RunDirError
+  return (UsageError, registry.RegistryError, overrides.OverrideError, HParamsError,
+          RunDirError, ProblemError, ParallelTextError, VocabularyError, FileNotFoundError,
+          UnicodeDecodeError)
 
 
 class UsageError(ValueError):
@@ -69,7 +76,9 @@ def run(main):
     logging.set_verbosity(logging.INFO)
     try:
       return main(argv)
-    except (UsageError,) + USER_ERRORS as e:
+    except Exception as e:  # noqa: BLE001 - narrowed just below.
+      if not isinstance(e, user_errors()):
+        raise
       _exit(str(e).splitlines()[0] if str(e) else type(e).__name__)
 
   app.run(guarded)

@@ -46,7 +46,7 @@ def test_datagen_train_decode_end_to_end(tmp_path):
   run("t2t-datagen", "--problem=algorithmic_reverse", f"--data_dir={data}")
   proc = run("t2t-trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
              TINY, f"--data_dir={data}", f"--output_dir={out}", "--train_steps=30",
-             "--eval_every=15", "--eval_steps=2", "--log_every=10",
+             "--eval_every=15", "--eval_steps=2", "--log_every=10", "--eval_decode_lines=10",
              "--save_checkpoints_steps=15")
   assert re.search(r"step 30/30 \| loss [\d.]+ nll [\d.]+ ppl [\d.]+ .* tok/s .* ETA", proc.stderr)
   assert os.path.exists(os.path.join(out, "ckpt-30.index"))
@@ -91,7 +91,7 @@ def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   args = command("t2t-trainer") + [
       "--problem=algorithmic_copy", "--hparams_set=transformer_tiny", TINY + ",xla=false",
       f"--output_dir={out}", "--train_steps=60", "--save_checkpoints_steps=5", "--eval_every=0",
-      "--eval_steps=1", "--log_every=5"]
+      "--eval_steps=1", "--log_every=5", "--eval_decode_lines=4"]
   proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.time() + 300
   while not os.path.exists(os.path.join(out, "ckpt-10.index")):

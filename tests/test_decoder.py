@@ -42,3 +42,82 @@ def test_decode_hparams_defaults_are_the_papers():
     hp.override("beam=2")
   with pytest.raises(OverrideError, match="beam_size=0 must be >= 1"):
     hp.override("beam_size=0")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """A d_model=32 model trained 300 steps on algorithmic_reverse: peaked, not uniform, logits."""
+  from t2tlite import registry
+  from t2tlite.training.trainer import Trainer, TrainOptions
+  problem = registry.problem("algorithmic_reverse")
+  problem.split_sizes = {"train": 5000, "dev": 100, "test": 100}
+  hp = registry.hparams("transformer_tiny").replace(
+      d_model=32, d_ff=64, num_heads=4, batch_size=512, length_bucket_step=2.0,
+      learning_rate_warmup_steps=100, dropout=0.0, xla=False)
+  trainer = Trainer(problem, hp, str(tmp_path_factory.mktemp("rev")), options=TrainOptions(
+      train_steps=300, eval_every=0, eval_steps=1, log_every=100, save_checkpoints_secs=0,
+      eval_decode=False))
+  trainer.train()
+  encoder = problem.encoders()["inputs"]
+  sources = [encoder.encode(s) for s, _ in problem.text_pairs("test")][:24]
+  return trainer.model, sources
+
+
+def test_cached_decoding_equals_recomputing_the_decoder(trained):
+  model, sources = trained
+  hp = DecodeHParams(beam_size=4, extra_length=5, nbest=4, batch_size=8)
+  cached = Decoder(model, hp).decode_nbest(sources)
+  uncached = Decoder(model, hp.override("use_cache=false")).decode_nbest(sources)
+  for with_cache, without in zip(cached, uncached):
+    assert [ids for ids, _ in with_cache] == [ids for ids, _ in without]
+    np.testing.assert_allclose([s for _, s in with_cache], [s for _, s in without], atol=1e-4)
+
+
+def test_nbest_beams_and_scores(trained):
+  """nbest=N gives N distinct hypotheses best first; the best equals plain decoding."""
+  model, sources = trained
+  best = Decoder(model, DecodeHParams(extra_length=5)).decode_ids(sources)
+  beams = Decoder(model, DecodeHParams(extra_length=5, return_beams=True)).decode_nbest(sources)
+  for one, four in zip(best, beams):
+    assert len(four) == 4 and four[0][0] == one
+    scores = [score for _, score in four]
+    assert scores == sorted(scores, reverse=True)
+    assert len({tuple(ids) for ids, _ in four}) == 4
+
+
+class _Words:
+  """Ids as space-separated numbers, for checking line formats."""
+
+  def encode(self, line):
+    return [int(x) for x in line.split()]
+
+  def decode(self, ids):
+    return " ".join(str(i) for i in ids)
+
+
+def test_written_lines_with_beams_and_scores(trained):
+  model, sources = trained
+  lines = [" ".join(map(str, s)) for s in sources[:5]] + [""]
+  plain = Decoder(model, DecodeHParams(extra_length=5)).decode_lines(lines, _Words(), _Words())
+  hp = DecodeHParams(extra_length=5, nbest=2, write_beam_scores=True)
+  scored = Decoder(model, hp).decode_lines(lines, _Words(), _Words())
+  for one, two in zip(plain[:5], scored[:5]):
+    fields = two.split("\t")
+    assert len(fields) == 4 and fields[0] == one
+    assert float(fields[1]) >= float(fields[3])
+  assert plain[5] == "" and scored[5] == ""
+
+
+def test_token_budget_batches_and_truncation(model):
+  lengths = [30, 3, 0, 7, 15, 7, 2]
+  decoder = Decoder(model, DecodeHParams(batch_tokens=40, batch_size=3, length_multiple=8))
+  batches = decoder.batches(lengths)
+  assert sorted(i for b in batches for i in b) == [0, 1, 3, 4, 5, 6]  # Empty source skipped.
+  for batch in batches:
+    width = -(-(max(lengths[i] for i in batch) + 1) // 8) * 8
+    assert len(batch) <= 3 and (len(batch) == 1 or len(batch) * width <= 40)
+  assert [lengths[b[0]] for b in batches] == sorted(lengths[b[0]] for b in batches)
+  limited = Decoder(model, DecodeHParams(beam_size=1, extra_length=2, max_input_length=6))
+  out = limited.decode_ids([list(range(2, 12)), [3, 4], list(range(2, 9))])
+  assert limited.truncated == 2 and len(out) == 3
+  assert out[0] == limited.decode_ids([list(range(2, 7))])[0]  # Cut to 5 tokens + EOS.

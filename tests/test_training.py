@@ -44,7 +44,8 @@ def _trainer(tmp_path, steps, name="run", **options):
   hp = registry.hparams("transformer_tiny").replace(**FAST)
   opts = TrainOptions(train_steps=steps, eval_every=0, eval_steps=2, log_every=5,
                       save_checkpoints_steps=options.pop("save_checkpoints_steps", 10),
-                      save_checkpoints_secs=0, **options)
+                      save_checkpoints_secs=0,
+                      eval_decode_lines=options.pop("eval_decode_lines", 8), **options)
   return Trainer(problem, hp, str(tmp_path / name), options=opts)
 
 
@@ -64,6 +65,11 @@ def test_training_reduces_dev_loss_and_logs(uninterrupted):
   tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0]) for v in e.summary.value}
   assert {"loss", "nll", "perplexity", "learning_rate", "accuracy", "tokens_per_sec",
           "grad_norm"} <= tags
+  eval_events = tf.io.gfile.glob(trainer.output_dir + "/eval/events.out.tfevents.*")
+  eval_tags = {v.tag for e in tf.compat.v1.train.summary_iterator(eval_events[0])
+               for v in e.summary.value}
+  # Teacher-forced metrics and, from decoding dev for real, BLEU and exact match.
+  assert {"loss", "nll", "accuracy", "sequence_accuracy", "bleu", "exact_match"} <= eval_tags
 
 
 def test_checkpoint_reloads_into_an_identical_model(uninterrupted):

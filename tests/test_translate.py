@@ -349,7 +349,8 @@ def test_multi30k_commands_end_to_end(tmp_path):
   train = run("t2t-trainer", "--problem=multi30k_ende", "--hparams_set=transformer_tiny",
               "--hparams=d_model=32,d_ff=64,num_heads=4,batch_size=1024,xla=false",
               f"--data_dir={data}", f"--output_dir={out}", "--train_steps=30",
-              "--eval_every=0", "--eval_steps=3", "--log_every=10")
+              "--eval_every=0", "--eval_steps=3", "--log_every=10",
+              "--eval_decode_lines=10")
   assert "step 30/30" in train.stderr
   decode = run("t2t-decoder", "--problem=multi30k_ende", f"--data_dir={data}",
                f"--output_dir={out}", "--decode_split=test",

@@ -10,16 +10,34 @@ class DecodeHParams:
   beam_size: int = 4  # Beams per sentence; 1 decodes greedily.
   alpha: float = 0.6  # GNMT length-penalty exponent: score = log P / ((5 + |Y|) / 6)^alpha.
   extra_length: int = 50  # Maximum output length = input length + extra_length.
-  batch_size: int = 64  # Sentences decoded together (sorted by length first).
+  batch_size: int = 64  # At most this many sentences per batch (sorted by length first).
+  batch_tokens: int = 4096  # Token budget per batch: sentences x padded source length (0: no budget).
   length_multiple: int = 8  # Source lengths are padded to a multiple of this, bounding recompilation.
+  max_input_length: int = 0  # Longer sources are truncated, with a warning; 0: the model's hparams.max_length.
+  return_beams: bool = False  # Write every beam of a sentence on its line, tab-separated, best first.
+  nbest: int = 0  # Write the N best beams (<= beam_size) like return_beams; 0: only the best.
+  write_beam_scores: bool = False  # After each written hypothesis, a tab and its score (log P / lp).
+  use_cache: bool = True  # Incremental key/value cache; false recomputes the decoder each step (reference/baseline).
 
   def __post_init__(self):
     for name in ("beam_size", "batch_size", "length_multiple"):
       if getattr(self, name) < 1:
         raise overrides.OverrideError(f"--decode_hparams: {name}={getattr(self, name)} must be >= 1")
+    if self.nbest > self.beam_size:
+      raise overrides.OverrideError(
+          f"--decode_hparams: nbest={self.nbest} exceeds beam_size={self.beam_size}")
+    for name in ("extra_length", "batch_tokens", "max_input_length", "nbest"):
+      if getattr(self, name) < 0:
+        raise overrides.OverrideError(
+            f"--decode_hparams: {name}={getattr(self, name)} must be >= 0")
     if self.extra_length < 0:
       raise overrides.OverrideError(
           f"--decode_hparams: extra_length={self.extra_length} must be >= 0")
+
+  @property
+  def beams_written(self) -> int:
+    """Hypotheses written per sentence."""
+    return self.beam_size if self.return_beams else max(self.nbest, 1)
 
   def override(self, text: str, flag: str = "--decode_hparams") -> "DecodeHParams":
     return overrides.apply_overrides(self, text, flag)

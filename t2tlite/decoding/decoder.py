@@ -8,7 +8,7 @@ computed once, and its cross-attention keys/values once per sentence inside
 `Transformer.initial_decode_state`.
 """
 
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -24,50 +24,102 @@ class Decoder:
   def __init__(self, model, decode_hparams: DecodeHParams = DecodeHParams()):
     self.model = model
     self.hparams = decode_hparams
+    if decode_hparams.use_cache:
+      self._initial_state, self._step = model.initial_decode_state, model.decode_step
+    else:
+      self._initial_state = model.initial_uncached_state
+      self._step = model.decode_step_uncached
     self._search = tf.function(self._search_batch, jit_compile=model.hparams.xla,
                                reduce_retracing=False)
+    self.truncated = 0  # Sources cut to max_input_length by the last decode call.
 
   def _search_batch(self, inputs, source_lengths):
     """inputs int32 [b, s] (EOS-terminated, padded); source_lengths [b] without EOS."""
     hp = self.hparams
     decode_length = inputs.shape[1] + hp.extra_length  # Static: the padded length.
     memory, memory_mask = self.model.encode(inputs)
-    state, context = self.model.initial_decode_state(memory, memory_mask, decode_length + 1)
+    state, context = self._initial_state(memory, memory_mask, decode_length + 1)
     max_lengths = source_lengths + hp.extra_length
     start = tf.fill(tf.shape(source_lengths), PAD_ID)
     if hp.beam_size == 1:
-      step_fn = lambda ids, step, st: self.model.decode_step(ids, step, st, context)
+      step_fn = lambda ids, step, st: self._step(ids, step, st, context)
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID)
     context = search.tile_to_beams(context, hp.beam_size)
-    step_fn = lambda ids, step, st: self.model.decode_step(ids, step, st, context)
+    step_fn = lambda ids, step, st: self._step(ids, step, st, context)
     return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
                               decode_length, EOS_ID)
 
-  def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
-    """Source ids (without EOS) -> best target ids (without EOS), in input order."""
+  @property
+  def max_input_length(self) -> int:
+    """Longest source, in tokens without EOS; 0 means no limit."""
+    limit = self.hparams.max_input_length or self.model.hparams.max_length
+    return max(limit - 1, 1) if limit else 0
+
+  def batches(self, lengths: Sequence[int]) -> List[List[int]]:
+    """Indices of non-empty sources, sorted by length, cut under the token budget."""
     hp = self.hparams
-    outputs: List[List[int]] = [[] for _ in sources]
-    order = sorted((i for i, s in enumerate(sources) if len(s)), key=lambda i: len(sources[i]))
-    for start in range(0, len(order), hp.batch_size):
-      chosen = order[start:start + hp.batch_size]
-      longest = max(len(sources[i]) for i in chosen) + 1  # + EOS
-      width = -(-longest // hp.length_multiple) * hp.length_multiple
+    order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
+    out, current = [], []
+    for i in order:
+      width = _padded_width(lengths[i] + 1, hp.length_multiple)  # Longest so far: sorted.
+      over_budget = hp.batch_tokens and (len(current) + 1) * width > hp.batch_tokens
+      if current and (len(current) == hp.batch_size or over_budget):
+        out.append(current)
+        current = []
+      current.append(i)
+    return out + ([current] if current else [])
+
+  def decode_nbest(self, sources: Sequence[Sequence[int]]) -> List[List[Tuple[List[int], float]]]:
+    """Source ids (without EOS) -> per source, the best `beams_written` (ids, score), best first.
+
+    Empty sources give []. Sources longer than `max_input_length` are cut
+    (counted in `self.truncated`). Outputs are in input order.
+    """
+    hp = self.hparams
+    limit = self.max_input_length
+    sources = [list(s) for s in sources]
+    self.truncated = sum(1 for s in sources if limit and len(s) > limit)
+    if limit:
+      sources = [s[:limit] for s in sources]
+    outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
+    for chosen in self.batches([len(s) for s in sources]):
+      width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
       batch = np.full([len(chosen), width], PAD_ID, np.int32)
       for row, i in enumerate(chosen):
         batch[row, :len(sources[i])] = sources[i]
         batch[row, len(sources[i])] = EOS_ID
       lengths = np.array([len(sources[i]) for i in chosen], np.int32)
       result = self._search(tf.constant(batch), tf.constant(lengths))
-      best = result.ids[:, 0].numpy()
+      ids, scores = result.ids.numpy(), result.scores.numpy()
       for row, i in enumerate(chosen):
-        outputs[i] = _until_eos(best[row])
+        outputs[i] = [(_until_eos(ids[row, k]), float(scores[row, k]))
+                      for k in range(min(hp.beams_written, ids.shape[1]))]
     return outputs
 
+  def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
+    """Source ids (without EOS) -> best target ids (without EOS), in input order."""
+    return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]
+
   def decode_lines(self, lines: Sequence[str], input_encoder, target_encoder) -> List[str]:
-    """Text in, text out; an empty line decodes to an empty line."""
+    """Text in, text out, one line per source; an empty line decodes to an empty line.
+
+    With return_beams / nbest the line holds the hypotheses tab-separated, best
+    first; write_beam_scores puts each hypothesis' score after it.
+    """
     sources = [input_encoder.encode(line) if line.strip() else [] for line in lines]
-    return [target_encoder.decode(ids) if sources[i] else ""
-            for i, ids in enumerate(self.decode_ids(sources))]
+    out = []
+    for beams in self.decode_nbest(sources):
+      fields = []
+      for ids, score in beams:
+        fields.append(target_encoder.decode(ids))
+        if self.hparams.write_beam_scores:
+          fields.append(f"{score:.4f}")
+      out.append("\t".join(fields))
+    return out
+
+
+def _padded_width(length: int, multiple: int) -> int:
+  return -(-length // multiple) * multiple
 
 
 def _until_eos(ids) -> List[int]:

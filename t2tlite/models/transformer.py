@@ -154,6 +154,31 @@ class Transformer(keras.Model):
       y = self.decoder_norm(y)
     return self._softmax(y)[:, 0], new_state
 
+  # --- Decoding without a cache (the reference the cache must equal; a speed baseline) ---
+  def initial_uncached_state(self, memory, memory_mask, max_length):
+    """Like `initial_decode_state`, but the state is only the ids decoded so far [b, L]."""
+    batch = tf.shape(memory)[0]
+    state = {"ids": tf.zeros([batch, max_length], tf.int32)}
+    return state, {"memory": memory, "memory_mask": memory_mask}
+
+  def decode_step_uncached(self, ids, step, state, context):
+    """Same contract as `decode_step`, recomputing the whole decoder over all positions.
+
+    Position `step` gets `ids`, later positions still hold padding, which the
+    causal mask hides from position `step`, so its logits equal the cached ones.
+    Costs O(L) decoder passes of length L: what a decoder without a cache does.
+    """
+    history = state["ids"]
+    at_step = tf.equal(tf.range(tf.shape(history)[1]), step)[tf.newaxis, :]
+    history = tf.where(at_step, ids[:, tf.newaxis], history)
+    y = self.target_position(self.target_embedding(history))
+    for layer in self.decoder_layers:
+      y = layer(y, context["memory"], memory_mask=context["memory_mask"], training=False)
+    if self.decoder_norm is not None:
+      y = self.decoder_norm(y)
+    y = tf.gather(y, [step], axis=1)  # [b, 1, d]
+    return self._softmax(y)[:, 0], {"ids": history}
+
   def get_config(self):
     return {"hparams": self.hparams.to_dict(), "name": self.name}
 

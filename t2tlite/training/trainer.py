@@ -19,7 +19,8 @@ from absl import logging
 
 from t2tlite import registry
 from t2tlite.hparams.hparams import HParams
-from t2tlite.training import checkpoints, input_pipeline, progress, run_dir, train_step
+from t2tlite.training import (averaging, checkpoints, input_pipeline, progress, run_dir,
+                              train_step)
 from t2tlite.training.optimization import make_optimizer
 
 
@@ -34,6 +35,10 @@ class TrainOptions:
   keep_checkpoint_max: int = 20  # Checkpoints kept (20 covers the big model's averaging).
   log_every: int = 100  # Steps between progress lines and train summaries.
   random_seed: int = 1  # Seeds initialisation, dropout and shuffling.
+  eval_decode: bool = True  # At each evaluation also decode dev for real and log BLEU (or exact match).
+  eval_decode_lines: int = 0  # Dev sentences decoded per evaluation (0: all).
+  eval_decode_hparams: str = ""  # --decode_hparams for those decodes (default: the problem's, beam 4).
+  average_last_n: int = 0  # Average the last N checkpoints at the end of training (0: off).
 
 
 class Trainer:
@@ -70,6 +75,7 @@ class Trainer:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, output_dir, max_to_keep=options.keep_checkpoint_max,
         step_counter=self.optimizer.iterations)
+    self._dev_decoder = None  # Built at the first evaluation that decodes.
     self.train_step = train_step.make_train_step(
         self.model, self.optimizer, self.hparams, self.strategy)
     self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
@@ -128,7 +134,40 @@ class Trainer:
     if self.manager.latest_checkpoint != os.path.join(self.output_dir, f"ckpt-{step}"):
       self.save()  # The final step, unless it was just saved.
     last_eval = self.evaluate(step)
+    if opts.average_last_n:
+      self._average(step)
     return last_eval
+
+  def _average(self, step: int) -> None:
+    """Writes averaged/ckpt-<step>, keeping one already there (a rerun of a finished run)."""
+    path = averaging.averaged_path(self.output_dir, step)
+    if os.path.exists(path + ".index"):
+      logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", path)
+      return
+    averaging.average_checkpoints(self.output_dir, self.options.average_last_n)
+
+  def decode_dev(self) -> dict:
+    """Real (not teacher-forced) decoding of dev, scored with the problem's metrics."""
+    from t2tlite.decoding.decode_hparams import DecodeHParams
+    from t2tlite.decoding.decoder import Decoder
+    from t2tlite.metrics import scoring
+    if self._dev_decoder is None:
+      decode_hparams = DecodeHParams().override(self.problem.default_decode_hparams).override(
+          self.options.eval_decode_hparams, "--eval_decode_hparams")
+      self._dev_decoder = Decoder(self.model, decode_hparams)
+      sources, references = self.problem.eval_text("dev", self.data_dir)
+      if self.options.eval_decode_lines:
+        sources = sources[:self.options.eval_decode_lines]
+        references = references[:self.options.eval_decode_lines]
+      encoders = self.problem.encoders(self.data_dir)
+      self._dev_text = (sources, references, encoders["inputs"], encoders["targets"])
+    sources, references, source_encoder, target_encoder = self._dev_text
+    start = time.perf_counter()
+    decodes = self._dev_decoder.decode_lines(sources, source_encoder, target_encoder)
+    scores = scoring.score(decodes, references, self.problem.eval_metrics)
+    logging.info("decoded %d dev sentences in %.1f s: %s", len(sources),
+                 time.perf_counter() - start, " ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    return scores
 
   def evaluate(self, step: Optional[int] = None) -> dict:
     """Teacher-forced loss, NLL, perplexity and accuracies on the dev split."""
@@ -148,6 +187,8 @@ class Trainer:
     metrics = window.result()
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
+    if self.options.eval_decode:
+      scalars.update(self.decode_dev())
     progress.write_scalars(self.eval_writer, step, scalars)
     logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
     return scalars

@@ -1,0 +1,616 @@
+"""Beam-4 decoding speed of t2tlite (cached and uncached) beside TF Model Garden, interleaved.
+
+Why
+---
+t2t-decoder's beam search keeps per-layer key/value caches so each step runs the decoder on one
+position (`Transformer.decode_step`), computes the cross-attention keys/values once per sentence,
+and runs the whole search as one `tf.while_loop` compiled by XLA (hparams.xla). This script says,
+in the same run, how many sentences and generated tokens per second that gives, against
+  * the obvious peer: TF Model Garden's `Seq2SeqTransformer` with its own cached beam search
+    (/work/shared/peers/peerB_tfm.py --mode decode), and
+  * ours without the cache (`use_cache=False`: the decoder re-run over every position each step,
+    `Transformer.decode_step_uncached`), i.e. what the cache buys.
+On this CPU XLA is not always faster, so every configuration of ours is measured with
+xla on (the hparams default) and off.
+
+What is measured
+----------------
+Model: the peer's config "small" (flops.py CONFIGS["small"]): d_model 256, d_ff 1024, 4 heads,
+3 encoder + 3 decoder layers, vocabulary 8000 (checked against flops.py at start). Ours is
+`registry.hparams("transformer_base").replace(d_model=256, d_ff=1024, num_heads=4,
+num_encoder_layers=3, num_decoder_layers=3, input_vocab_size=8000, target_vocab_size=8000)`
+(post-norm, no attention biases, tied embeddings: 7,568,384 parameters), randomly initialized
+(seed 0), decoded by `Decoder(model, DecodeHParams(beam_size=4, alpha=0.6, ...)).decode_ids`.
+Model Garden's model is pre-norm with attention/FFN biases (a few more parameters, one more
+LayerNorm per stack): the same matmul shapes.
+
+Two workloads:
+  (A) "same_shape", the number to quote: --batch (64) random sources of --src_len (20) ids in
+      [3, V), decoded by beam --beam (4) to --decode_len (40) tokens.
+        - Model Garden: peerB_tfm.py --config small --mode decode --beam 4 --batch 64
+          --decode_src_len 20 --decode_len 40 (alpha 0.6, eos_id=-1: every sentence decodes to
+          exactly 40 tokens, 40 model calls; its median over --tfm_steps timed calls after one
+          untimed compiling call; it also runs a matmul calibration and a memory-bandwidth probe,
+          reported as calib_gflops_*).
+        - ours: extra_length = decode_len - src_len (max 40 tokens per sentence, then EOS is
+          forced: 41 model calls), batch_size = --batch, batch_tokens 0 (one batch). A random
+          model could end a sentence early (EOS among the top candidates); every generated
+          token is counted and early endings are reported.
+  (B) "text" (ours only: Model Garden's harness decodes random ids only): the first
+      --text_lines (500) lines of --text_file (newstest2014 en, read in place), tokenized by a
+      sentencepiece BPE vocabulary of the same size V learned untimed into a temporary directory
+      from --vocab_files (newstest2008-2012 en+de); extra_length 50 (the paper's), beam 4, the
+      DecodeHParams default batching (sorted by length, batch_size 64, batch_tokens 4096, lengths
+      padded to a multiple of 8: several batch shapes, each compiled once). The uncached decoder
+      is ~10x slower and quadratic in length, so it decodes only the first --uncached_lines (100)
+      lines; the cached workers also time those same lines, so the cached/uncached ratio of (B)
+      compares identical sentences.
+
+How
+---
+Every measurement is a fresh subprocess: the peer in its own venv (--tfm_python), ours as
+`--worker` mode of this script. Ours warms up before timing by decoding the same sources once
+with every sentence's maximum length forced to 0 (the wrapped search gets source lengths
+-extra_length): this runs the very same compiled program for every batch shape (trace + XLA
+compile) but stops after one loop step, so compilation costs seconds rather than a full decode
+(the warm-up time is reported as warmup_s: mostly tracing + compiling). Then --reps timed
+`decode_ids` calls (text: --text_reps); a call's time is the wall-clock of `decode_ids`, batching
+and host transfer included. sentences/s = sentences / median call time; generated tokens/s =
+generated target tokens (EOS not counted) / median call time, counted from the search's own
+lengths of the best hypothesis; the tokens `decode_ids` returned (which stops at the first EOS or
+pad id) are counted too, and any difference is reported. The peer's tokens are batch x its
+output width (always decode_len).
+
+The host is shared and drifts up to 2x over minutes, so everything is interleaved: each of
+--rounds rounds runs, for (A), the peer and each cached variant of ours (the order rotated from
+round to round); the first --uncached_rounds rounds also run the uncached variants of (A), and
+the first --text_rounds rounds run (B). Reported per system: the median over rounds; ratios are
+computed within each round (same minutes), then their median: ours cached / Model Garden (the
+target: >= 2), ours cached / ours uncached, ours xla on / off. Each measurement records the CPU
+other processes used while it ran (/proc/stat busy time minus the worker's own CPU), the table
+warns above --quiet_cores; --quiet_wait S waits up to S seconds before each measurement for the
+host to go quiet.
+
+Usage:
+  python bench/decode_speed.py                        # 3 rounds (A), uncached + text once (~9 min)
+  python bench/decode_speed.py --rounds 1 --reps 1 --tfm_steps 1 --uncached_rounds 0 \\
+      --text_lines 64 --text_rounds 1                 # quick check (~2 min)
+  python bench/decode_speed.py --xla true --text_rounds 0 --output_json /tmp/decode.json
+Prints a table; --output_json writes every raw call time, the machine, versions and the flags.
+"""
+
+import argparse
+import datetime
+import gzip
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_util import machine_info, str2bool
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+TFM_PEER_DEFAULT = "/work/shared/peers/peerB_tfm.py"
+WMT = "/work/shared/data/wmt"
+VOCAB_FILES = ",".join(f"{WMT}/newstest2008-2012/newstest20{y}.{lang}.gz"
+                       for y in ("08", "09", "10", "11", "12") for lang in ("en", "de"))
+# The peer's config "small" (/work/shared/peers/flops.py CONFIGS["small"]); checked at start.
+SMALL = dict(d=256, ff=1024, Le=3, Ld=3, V=8000, heads=4)
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--rounds", type=int, default=3, help="rounds of workload A (peer + ours cached)")
+  p.add_argument("--uncached_rounds", type=int, default=1,
+                 help="the first N rounds also measure ours uncached on A (slow; 0 = never)")
+  p.add_argument("--text_rounds", type=int, default=1,
+                 help="the first N rounds also run workload B, real text (0 = never)")
+  p.add_argument("--xla", default="true,false",
+                 help="comma list of hparams.xla values to measure ours with")
+  p.add_argument("--beam", type=int, default=4)
+  p.add_argument("--alpha", type=float, default=0.6)
+  # Workload A (same shape as the peer).
+  p.add_argument("--batch", type=int, default=64)
+  p.add_argument("--src_len", type=int, default=20)
+  p.add_argument("--decode_len", type=int, default=40)
+  p.add_argument("--reps", type=int, default=2, help="ours: timed decode calls per measurement (A)")
+  # Workload B (real text).
+  p.add_argument("--text_file", default=f"{WMT}/newstest2014.en-de.en")
+  p.add_argument("--text_lines", type=int, default=500)
+  p.add_argument("--uncached_lines", type=int, default=100,
+                 help="B: ours uncached decodes only the first N lines (cached also times them)")
+  p.add_argument("--text_extra_length", type=int, default=50)
+  p.add_argument("--text_reps", type=int, default=1)
+  p.add_argument("--vocab_files", default=VOCAB_FILES,
+                 help="comma list of (gzipped) text files the BPE vocabulary is learned from")
+  # Peer.
+  p.add_argument("--tfm_python", default="/work/venvs/tfmvenv/bin/python",
+                 help="interpreter with tf-models-official 2.20; empty string skips the peer")
+  p.add_argument("--tfm_script", default=TFM_PEER_DEFAULT)
+  p.add_argument("--tfm_steps", type=int, default=3, help="peer: timed decode calls (its --steps)")
+  # Driver.
+  p.add_argument("--output_json", default="")
+  p.add_argument("--timeout", type=int, default=1200, help="seconds per measurement subprocess")
+  p.add_argument("--quiet_wait", type=float, default=0.0,
+                 help="before each measurement wait up to this many seconds for other processes "
+                      "to use < --quiet_cores cores (the host is shared; 0 = don't wait)")
+  p.add_argument("--quiet_cores", type=float, default=0.3)
+  p.add_argument("--verbose", action="store_true", help="pass the workers' stderr through")
+  # Worker mode (internal): one measurement of ours in this process, one JSON line on stdout.
+  p.add_argument("--worker", default="", choices=["", "ours"], help=argparse.SUPPRESS)
+  p.add_argument("--workload", default="same_shape", choices=["same_shape", "text"],
+                 help=argparse.SUPPRESS)
+  p.add_argument("--use_cache", type=str2bool, default=True, help=argparse.SUPPRESS)
+  p.add_argument("--worker_xla", type=str2bool, default=True, help=argparse.SUPPRESS)
+  p.add_argument("--vocab_model", default="", help=argparse.SUPPRESS)
+  p.add_argument("--lines", type=int, default=0, help=argparse.SUPPRESS)
+  p.add_argument("--also_lines", type=int, default=0, help=argparse.SUPPRESS)
+  return p.parse_args(argv)
+
+
+def xla_values(args):
+  out = []
+  for x in [x for x in args.xla.split(",") if x.strip()]:
+    v = str2bool(x.strip())
+    if v not in out:
+      out.append(v)
+  return out
+
+
+# --------------------------------------------------------------------------------------------
+# Worker: one measurement of t2tlite in this process.
+# --------------------------------------------------------------------------------------------
+def build_model(xla):
+  import keras
+  from t2tlite import registry
+  from t2tlite.models.transformer import Transformer
+  c = SMALL
+  hp = registry.hparams("transformer_base").replace(
+      d_model=c["d"], d_ff=c["ff"], num_heads=c["heads"], num_encoder_layers=c["Le"],
+      num_decoder_layers=c["Ld"], input_vocab_size=c["V"], target_vocab_size=c["V"], xla=xla)
+  keras.utils.set_random_seed(0)
+  return Transformer(hp)  # A functional model: built (weights created) by construction.
+
+
+class _RecordingSearch:
+  """Wraps Decoder._search: keeps each batch's SearchResult (steps, lengths) for counting, and in
+  warm-up mode forces every maximum length to 0 (same program, one loop step)."""
+
+  def __init__(self, search, extra_length):
+    self.search, self.extra_length = search, extra_length
+    self.warmup, self.results = False, []
+
+  def __call__(self, inputs, source_lengths):
+    import tensorflow as tf
+    if self.warmup:  # max_lengths = clip(lengths + extra, 0, ...) = 0: EOS forced at step 0.
+      source_lengths = tf.fill(tf.shape(source_lengths), -self.extra_length)
+    result = self.search(inputs, source_lengths)
+    if not self.warmup:
+      self.results.append((inputs.shape, result.steps, result.lengths[:, 0]))
+    return result
+
+
+def time_decoding(decoder, recorder, sources, reps, label):
+  """Compile-only warm-up, then `reps` timed decode_ids calls; a dict of times and counts."""
+  recorder.warmup = True
+  t0 = time.perf_counter()
+  decoder.decode_ids(sources)
+  warm = time.perf_counter() - t0
+  recorder.warmup = False
+  print(f"[ours {label}] warm-up (trace + compile, 1 step per batch) {warm:.2f}s",
+        file=sys.stderr, flush=True)
+  times, outputs = [], None
+  for i in range(reps):
+    recorder.results = []
+    t0 = time.perf_counter()
+    outputs = decoder.decode_ids(sources)
+    times.append(time.perf_counter() - t0)
+    print(f"[ours {label}] decode call {i} {times[-1]:.3f}s", file=sys.stderr, flush=True)
+  # Search lengths count the EOS (forced after the maximum); generated tokens do not.
+  # decode_ids runs its batches in the order Decoder.batches gives: map rows to sentences.
+  order = [i for chosen in decoder.batches([len(s) for s in sources]) for i in chosen]
+  lens = [int(n) - 1 for _, _, ls in recorder.results for n in ls.numpy()]
+  assert len(lens) == len(order), (len(lens), len(order))
+  generated = dict(zip(order, lens))
+  max_len = [len(s) + decoder.hparams.extra_length for s in sources]
+  steps = sum(int(st) for _, st, _ in recorder.results)
+  tokens = sum(lens)
+  med = statistics.median(times)
+  n = len(sources)
+  return dict(sentences=n, call_times_s=times, median_s=med, warmup_s=warm,
+              sent_per_s=n / med, tok_per_s=tokens / med, generated_tokens=tokens,
+              returned_tokens=sum(len(o) for o in outputs), max_tokens=sum(max_len),
+              ended_early=sum(1 for i, m in enumerate(max_len) if generated.get(i, 0) < m),
+              returned_short=sum(1 for i, o in enumerate(outputs) if len(o) < generated.get(i, 0)),
+              loop_steps=steps, ms_per_loop_step=1000 * med / max(1, steps),
+              batches=[dict(shape=list(shape), steps=int(st)) for shape, st, _ in recorder.results])
+
+
+def run_ours(args):
+  import numpy as np
+  import tensorflow as tf
+  import keras
+  from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite.decoding.decoder import Decoder
+
+  model = build_model(args.worker_xla)
+  hp = model.hparams
+  V = hp.target_vocab_size
+  if args.workload == "same_shape":
+    rng = np.random.default_rng(3)
+    sources = rng.integers(3, V, (args.batch, args.src_len)).tolist()
+    extra = args.decode_len - args.src_len
+    dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
+                        batch_size=args.batch, batch_tokens=0, use_cache=args.use_cache)
+    reps = args.reps
+  else:
+    from t2tlite.data.subword import SubwordEncoder
+    encoder = SubwordEncoder(args.vocab_model)
+    assert encoder.vocab_size == V, (encoder.vocab_size, V)
+    lines = read_lines(args.text_file, args.lines)
+    sources = [encoder.encode(line) for line in lines]
+    extra = args.text_extra_length
+    dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
+                        use_cache=args.use_cache)  # Default batching.
+    reps = args.text_reps
+  decoder = Decoder(model, dhp)
+  recorder = _RecordingSearch(decoder._search, extra)
+  decoder._search = recorder
+  label = f"{args.workload} {'cached' if args.use_cache else 'uncached'} xla={hp.xla}"
+  res = dict(system="t2tlite", workload=args.workload, use_cache=args.use_cache, xla=hp.xla,
+             tf=tf.__version__, keras=keras.__version__, beam=args.beam, alpha=args.alpha,
+             extra_length=extra, batch_size=dhp.batch_size, batch_tokens=dhp.batch_tokens,
+             params=int(sum(int(np.prod(v.shape)) for v in model.trainable_variables)),
+             intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
+             inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
+             source_tokens=sum(len(s) for s in sources))
+  res.update(time_decoding(decoder, recorder, sources, reps, label))
+  if args.also_lines:  # The uncached workers' subset, for a same-sentences ratio.
+    subset = sources[:args.also_lines]
+    sub = time_decoding(decoder, recorder, subset, reps, label + f" first {len(subset)}")
+    sub["source_tokens"] = sum(len(s) for s in subset)
+    res["subset"] = sub
+  return res
+
+
+def read_lines(path, n):
+  opener = gzip.open if path.endswith(".gz") else open
+  out = []
+  with opener(path, "rt", encoding="utf-8") as f:
+    for line in f:
+      out.append(line.rstrip("\n"))
+      if n and len(out) >= n:
+        break
+  return out
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+def last_json_line(text):
+  for line in reversed(text.strip().splitlines()):
+    line = line.strip()
+    if line.startswith("{"):
+      return json.loads(line)
+  raise ValueError("no JSON line in worker output")
+
+
+def host_cpu_seconds():
+  """(busy, steal) CPU-seconds of the whole host so far, from /proc/stat (all cores)."""
+  try:
+    with open("/proc/stat") as f:
+      v = [int(x) for x in f.readline().split()[1:]]
+  except OSError:
+    return None
+  hz = os.sysconf("SC_CLK_TCK")
+  user, nice, system, idle, iowait, irq, softirq = v[:7]
+  steal = v[7] if len(v) > 7 else 0
+  return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def children_cpu_seconds():
+  ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return ru.ru_utime + ru.ru_stime
+
+
+def foreign_load(seconds=2.0):
+  """Cores kept busy by other processes while this driver sleeps `seconds`."""
+  a = host_cpu_seconds()
+  time.sleep(seconds)
+  b = host_cpu_seconds()
+  return None if a is None or b is None else (b[0] - a[0]) / seconds
+
+
+def wait_for_quiet(args):
+  """Waits up to --quiet_wait s for other processes to use < --quiet_cores cores."""
+  if args.quiet_wait <= 0:
+    return None
+  load = foreign_load()
+  deadline = time.time() + args.quiet_wait
+  while load is not None and load > args.quiet_cores and time.time() < deadline:
+    load = foreign_load(5.0)
+  return load
+
+
+def run_subprocess(label, cmd, args):
+  print(f"  - {label:44s} ...", end="", flush=True)
+  idle_load = wait_for_quiet(args)
+  load_before = os.getloadavg()
+  cpu0, child0 = host_cpu_seconds(), children_cpu_seconds()
+  t0 = time.perf_counter()
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+  try:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                          stderr=None if args.verbose else subprocess.PIPE,
+                          text=True, timeout=args.timeout, env=env)
+  except subprocess.TimeoutExpired:
+    print(f" TIMEOUT after {args.timeout}s")
+    return dict(error="timeout", cmd=cmd)
+  wall = time.perf_counter() - t0
+  cpu1, child_cpu = host_cpu_seconds(), children_cpu_seconds() - child0
+  # CPU the rest of the host used while the worker ran, in cores (host busy - worker's own CPU).
+  foreign = None if cpu0 is None else max(0.0, (cpu1[0] - cpu0[0] - child_cpu) / wall)
+  steal = None if cpu0 is None else (cpu1[1] - cpu0[1]) / wall
+  if proc.returncode != 0:
+    print(f" FAILED (rc {proc.returncode})")
+    tail = (proc.stderr or "")[-3000:]
+    print(tail, file=sys.stderr)
+    return dict(error=f"rc {proc.returncode}", stderr_tail=tail, cmd=cmd)
+  try:
+    res = last_json_line(proc.stdout)
+  except ValueError as e:
+    print(f" FAILED ({e})")
+    return dict(error=str(e), stdout_tail=proc.stdout[-3000:], cmd=cmd)
+  res.update(wall_s=wall, cmd=cmd, loadavg_before=load_before, loadavg_after=os.getloadavg(),
+             foreign_cores_before=idle_load, foreign_cores_during=foreign,
+             steal_cores_during=steal, worker_cpu_s=child_cpu)
+  extra = ""
+  if "subset" in res:
+    extra = f"; first {res['subset']['sentences']}: {res['subset']['sent_per_s']:.2f} sent/s"
+  print(f" {res['sent_per_s']:7.2f} sent/s {res['tok_per_s']:8.1f} tok/s (median call "
+        f"{res['median_s']:.2f}s, process {wall:.0f}s, other procs {foreign:.2f} cores{extra})",
+        flush=True)
+  return res
+
+
+def peer_config_check(args):
+  """flops.py's CONFIGS['small'] beside the peer script, compared with SMALL; a note."""
+  path = os.path.join(os.path.dirname(args.tfm_script), "flops.py")
+  try:
+    spec = importlib.util.spec_from_file_location("peer_flops", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    peer = mod.CONFIGS["small"]
+  except Exception as e:  # noqa: BLE001 - only a check
+    return f"could not read {path}: {e}"
+  if dict(peer) != SMALL:
+    sys.exit(f"the peer's config small {peer} differs from this script's {SMALL}: update SMALL")
+  return f"matches {path} CONFIGS['small']"
+
+
+def learn_vocabulary(args, scratch):
+  """BPE vocabulary of size V from --vocab_files into scratch (untimed); its model path."""
+  from t2tlite.data import subword
+
+  def sentences():
+    for path in [x for x in args.vocab_files.split(",") if x]:
+      opener = gzip.open if path.endswith(".gz") else open
+      with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+          if line.strip():
+            yield line.strip()
+
+  count = [0]
+
+  def counted():
+    for s in sentences():
+      count[0] += 1
+      yield s
+
+  t0 = time.perf_counter()
+  model_path = os.path.join(scratch, f"bpe{SMALL['V']}.model")
+  subword.train_vocabulary(counted(), model_path, SMALL["V"])
+  return model_path, count[0], time.perf_counter() - t0
+
+
+def plan_round(args, r, vocab_model):
+  """[(workload, key, label, cmd)] for round r (0-based), in the order run."""
+  me = [sys.executable, os.path.abspath(__file__), "--worker=ours", f"--beam={args.beam}",
+        f"--alpha={args.alpha}"]
+  a_common = [f"--batch={args.batch}", f"--src_len={args.src_len}",
+              f"--decode_len={args.decode_len}", f"--reps={args.reps}"]
+  xs = xla_values(args)
+  onoff = lambda x: "xla" if x else "noxla"
+  a = []
+  if args.tfm_python:
+    a.append(("same_shape", "tfm", "Model Garden (cached beam search)", [
+        args.tfm_python, args.tfm_script, "--config", "small", "--mode", "decode",
+        "--beam", str(args.beam), "--batch", str(args.batch),
+        "--decode_src_len", str(args.src_len), "--decode_len", str(args.decode_len),
+        "--steps", str(args.tfm_steps)]))
+  for x in xs:
+    a.append(("same_shape", f"ours_cached_{onoff(x)}", f"t2tlite cached xla={'on' if x else 'off'}",
+              me + ["--workload=same_shape", "--use_cache=true", f"--worker_xla={x}"] + a_common))
+  k = r % len(a) if a else 0
+  a = a[k:] + a[:k]  # Rotated each round.
+  if r < args.uncached_rounds:
+    for x in xs:
+      a.append(("same_shape", f"ours_uncached_{onoff(x)}",
+                f"t2tlite uncached xla={'on' if x else 'off'}",
+                me + ["--workload=same_shape", "--use_cache=false", f"--worker_xla={x}"] + a_common))
+  b = []
+  if r < args.text_rounds:
+    t_common = [f"--vocab_model={vocab_model}", f"--text_file={args.text_file}",
+                f"--text_extra_length={args.text_extra_length}", f"--text_reps={args.text_reps}"]
+    sub = min(args.uncached_lines, args.text_lines) if args.uncached_lines else 0
+    for x in xs:
+      b.append(("text", f"ours_cached_{onoff(x)}", f"t2tlite cached xla={'on' if x else 'off'}",
+                me + ["--workload=text", "--use_cache=true", f"--worker_xla={x}",
+                      f"--lines={args.text_lines}", f"--also_lines={sub}"] + t_common))
+    if sub:
+      for x in xs:
+        b.append(("text", f"ours_uncached_{onoff(x)}",
+                  f"t2tlite uncached xla={'on' if x else 'off'} ({sub} lines)",
+                  me + ["--workload=text", "--use_cache=false", f"--worker_xla={x}",
+                        f"--lines={sub}"] + t_common))
+  return a + b
+
+
+def median_or_none(xs):
+  xs = [x for x in xs if x is not None]
+  return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec):
+  return "-" if x is None else format(x, spec)
+
+
+def ratio_pairs(keys):
+  """(numerator, denominator) keys of the ratios reported, among the systems measured."""
+  out = []
+  for x in ("xla", "noxla"):
+    if f"ours_cached_{x}" in keys and "tfm" in keys:
+      out.append((f"ours_cached_{x}", "tfm"))
+  for x in ("xla", "noxla"):
+    if f"ours_cached_{x}" in keys and f"ours_uncached_{x}" in keys:
+      out.append((f"ours_cached_{x}", f"ours_uncached_{x}"))
+  for c in ("cached", "uncached"):
+    if f"ours_{c}_xla" in keys and f"ours_{c}_noxla" in keys:
+      out.append((f"ours_{c}_xla", f"ours_{c}_noxla"))
+  return out
+
+
+def summarize(raw, labels, workload):
+  """Per system medians and per-round ratios for one workload."""
+  def val(m, field, subset=False):
+    if subset:
+      m = m.get("subset") or ({} if m.get("use_cache", True) else m)
+    return m.get(field)
+
+  systems = {}
+  for key, ms in raw.items():
+    systems[key] = dict(
+        label=labels[key],
+        median_sent_per_s=median_or_none([val(m, "sent_per_s") for m in ms]),
+        median_tok_per_s=median_or_none([val(m, "tok_per_s") for m in ms]),
+        sent_per_s_per_round=[val(m, "sent_per_s") for m in ms],
+        tok_per_s_per_round=[val(m, "tok_per_s") for m in ms],
+        foreign_cores_per_round=[m.get("foreign_cores_during") for m in ms],
+        median_warmup_s=median_or_none([m.get("warmup_s") for m in ms]),
+        ms_per_loop_step=median_or_none([m.get("ms_per_loop_step") for m in ms]),
+        ended_early=[m.get("ended_early") for m in ms],
+        returned_short=[m.get("returned_short") for m in ms])
+  ratios = {}
+  for num, den in ratio_pairs(raw):
+    # Text: the cached/uncached ratio compares the cached worker's subset (the same lines).
+    sub = workload == "text" and "uncached" in den and "uncached" not in num
+    for field in ("sent_per_s", "tok_per_s"):
+      n = len(raw[den])
+      per_round = []
+      for i in range(n):
+        a = val(raw[num][i], field, sub) if i < len(raw[num]) else None
+        b = val(raw[den][i], field)
+        per_round.append(a / b if (a and b) else None)
+      ratios.setdefault(f"{num}/{den}", {})[field] = dict(per_round=per_round,
+                                                         median=median_or_none(per_round))
+  return dict(systems=systems, ratios=ratios)
+
+
+def print_summary(args, summary, raw, workload):
+  s = summary[workload]
+  print(f"  {'system':44s} {'sent/s':>8s} {'tok/s':>9s} {'ms/step':>8s} {'warm-up s':>9s}   "
+        f"sent/s per round   (cores used by other processes)")
+  for key, m in s["systems"].items():
+    pr = ", ".join(fmt(x, ".2f") for x in m["sent_per_s_per_round"])
+    fo = ", ".join(fmt(x, ".2f") for x in m["foreign_cores_per_round"])
+    print(f"  {m['label']:44s} {fmt(m['median_sent_per_s'], '8.2f')} "
+          f"{fmt(m['median_tok_per_s'], '9.1f')} {fmt(m['ms_per_loop_step'], '8.1f')} "
+          f"{fmt(m['median_warmup_s'], '9.1f')}   [{pr}]   ({fo})")
+    if workload == "text" and key.startswith("ours_cached"):
+      subs = [x.get("subset") for x in raw[workload][key] if x.get("subset")]
+      if subs:
+        print(f"    same {subs[0]['sentences']} first lines as uncached: "
+              f"{statistics.median(x['sent_per_s'] for x in subs):.2f} sent/s, "
+              f"{statistics.median(x['tok_per_s'] for x in subs):.1f} tok/s")
+    early = [x for x in m["ended_early"] if x]
+    short = [x for x in m["returned_short"] if x]
+    if early or short:
+      print(f"    note: sentences ending before their maximum length per round {m['ended_early']}"
+            f"; returned ids shorter than the maximum {m['returned_short']}")
+    contended = max([x for x in m["foreign_cores_per_round"] if x is not None] or [0.0])
+    if contended > args.quiet_cores:
+      print(f"    ^ WARNING: other processes used up to {contended:.2f} of {os.cpu_count()} "
+            f"cores during these measurements")
+  for name, rt in s["ratios"].items():
+    r1, r2 = rt["sent_per_s"], rt["tok_per_s"]
+    pr = ", ".join(fmt(x, ".3f") for x in r1["per_round"])
+    print(f"  ratio {name:38s} sent/s {fmt(r1['median'], '6.3f')} [{pr}]   "
+          f"tok/s {fmt(r2['median'], '6.3f')}")
+
+
+def main(args):
+  started = datetime.datetime.now().astimezone()
+  print(f"decode speed, {started:%Y-%m-%d %H:%M %Z}; machine: {machine_info()}")
+  check = peer_config_check(args) if args.tfm_python else "peer skipped"
+  print(f"model: d_model {SMALL['d']}, d_ff {SMALL['ff']}, {SMALL['heads']} heads, "
+        f"{SMALL['Le']}+{SMALL['Ld']} layers, vocab {SMALL['V']} ({check}); beam {args.beam}, "
+        f"alpha {args.alpha}")
+  scratch = tempfile.mkdtemp(prefix="decode_speed_")
+  try:
+    vocab_model, vocab_info = "", {}
+    if args.text_rounds > 0:
+      vocab_model, n, secs = learn_vocabulary(args, scratch)
+      vocab_info = dict(sentences=n, seconds=secs, vocab_size=SMALL["V"])
+      print(f"BPE vocabulary {SMALL['V']} learned from {n} sentences in {secs:.1f}s (untimed)")
+    raw = {"same_shape": {}, "text": {}}
+    labels = {"same_shape": {}, "text": {}}
+    for r in range(max(args.rounds, args.uncached_rounds, args.text_rounds)):
+      plan = plan_round(args, r, vocab_model)
+      if r >= args.rounds:  # Extra rounds only for what was asked of them.
+        plan = [p for p in plan if p[0] == "text" or "uncached" in p[1]]
+      print(f"round {r + 1}:")
+      for workload, key, label, cmd in plan:
+        labels[workload][key] = label
+        res = run_subprocess(f"[{'A' if workload == 'same_shape' else 'B'}] {label}", cmd, args)
+        raw[workload].setdefault(key, []).append(res)
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
+
+  summary = {w: summarize(raw[w], labels[w], w) for w in raw if raw[w]}
+  print()
+  if "same_shape" in summary:
+    print(f"(A) same shape as the peer: {args.batch} random sources x {args.src_len} ids, beam "
+          f"{args.beam}, decoded to {args.decode_len} tokens; ours: median of {args.reps} calls, "
+          f"Model Garden: median of {args.tfm_steps}; median over rounds")
+    print_summary(args, summary, raw, "same_shape")
+  if "text" in summary:
+    print(f"\n(B) real text: first {args.text_lines} lines of {args.text_file}, BPE {SMALL['V']}, "
+          f"extra_length {args.text_extra_length}, beam {args.beam}, default batching (64 "
+          f"sentences / 4096 tokens); uncached on the first {args.uncached_lines} lines only")
+    print_summary(args, summary, raw, "text")
+
+  if args.output_json:
+    flags = {k: v for k, v in vars(args).items()
+             if k not in ("worker", "workload", "use_cache", "worker_xla", "vocab_model", "lines",
+                          "also_lines")}
+    with open(args.output_json, "w") as f:
+      json.dump(dict(started=started.isoformat(),
+                     finished=datetime.datetime.now().astimezone().isoformat(),
+                     machine=machine_info(), model=SMALL, vocabulary=vocab_info, flags=flags,
+                     summary=summary, raw=raw), f, indent=1)
+    print(f"\nwrote {args.output_json}")
+
+
+if __name__ == "__main__":
+  ARGS = parse_args()
+  if ARGS.worker == "ours":
+    print(json.dumps(run_ours(ARGS)))
+  else:
+    main(ARGS)

@@ -1,0 +1,39 @@
+"""t2t-avg-all: average the last N checkpoints of a run into one checkpoint.
+
+  t2t-avg-all --output_dir=runs/base --n=5     # the paper's base models
+  t2t-avg-all --output_dir=runs/big --n=20     # the paper's big models
+  t2t-decoder --output_dir=runs/base --checkpoint_path=runs/base/averaged/ckpt-100000 ...
+
+Writes <output_dir>/averaged/ckpt-<last step> (and a .json naming the
+checkpoints averaged) and prints its path on stdout. With fewer than N
+checkpoints it averages all of them, with a warning. An existing average is
+kept unless --overwrite.
+"""
+
+from absl import flags
+
+from t2tlite import cli, registry
+from t2tlite.training import averaging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are averaged.")
+flags.DEFINE_integer("n", 5, "Average the last N checkpoints (paper: 5 for base, 20 for big).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing averaged checkpoint.")
+flags.DEFINE_string("t2t_usr_dir", None, "Directory of extra problems/hparams/models to import "
+                    "(needed when the run's model is one of yours).")
+
+
+def main(argv):
+  output_dir = cli.require("output_dir")
+  if FLAGS.n < 1:
+    raise cli.UsageError(f"--n={FLAGS.n}: average at least 1 checkpoint")
+  registry.import_usr_dir(FLAGS.t2t_usr_dir)
+  print(averaging.average_checkpoints(output_dir, FLAGS.n, overwrite=FLAGS.overwrite))
+
+
+def run():
+  cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

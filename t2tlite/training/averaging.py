@@ -1,0 +1,119 @@
+"""Checkpoint averaging: the mean of the last N checkpoints (paper, Section 6.1).
+
+The paper decodes the base models with the average of the last 5 checkpoints
+(written at 10-minute intervals) and the big models with the last 20. The
+average is written as a model-only checkpoint, `averaged/ckpt-<last step>`,
+in the run directory, which `run_dir.load_model` and `t2t-decoder
+--checkpoint_path` load like any other. It lives in a subdirectory so the
+training CheckpointManager never deletes it, counts it against
+`keep_checkpoint_max`, or resumes training from it, and nothing already there
+is replaced unless asked. A json beside it records what was averaged.
+
+Checkpoints are read by restoring them into the run's model (rebuilt from
+hparams.json), not by rebuilding checkpoint keys, so each one is checked to
+hold every model variable exactly as `t2t-decoder` will later check it.
+"""
+
+import json
+import os
+from typing import List
+
+from absl import logging
+
+from t2tlite.training import run_dir
+
+AVERAGED_DIR = "averaged"
+
+
+def checkpoint_step(path: str) -> int:
+  """The step in a CheckpointManager prefix `.../ckpt-<step>`."""
+  try:
+    return int(path.rsplit("-", 1)[1])
+  except (IndexError, ValueError):
+    raise run_dir.RunDirError(f"{path}: not a ckpt-<step> checkpoint") from None
+
+
+def available_checkpoints(output_dir: str) -> List[str]:
+  """The run's checkpoints that still exist, oldest first.
+
+  Read from the `checkpoint` state file, as the trainer does on resume, so
+  only checkpoints the CheckpointManager finished writing are candidates.
+  """
+  import tensorflow as tf  # Heavy: only when checkpoints are really read.
+
+  state = tf.train.get_checkpoint_state(output_dir)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  paths = [p for p in paths if os.path.exists(p + ".index")]
+  return sorted(set(paths), key=checkpoint_step)
+
+
+def averaged_path(output_dir: str, step: int) -> str:
+  """Where the average ending at checkpoint `step` is written."""
+  return os.path.join(output_dir, AVERAGED_DIR, f"ckpt-{step}")
+
+
+def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str:
+  """Averages the last `n` checkpoints of the run in `output_dir`; returns the new prefix.
+
+  Every floating-point model weight becomes the mean of its values in those
+  checkpoints, computed in float64 and cast back to the weight's dtype.
+  Everything else (dropout RNG states, any integer weights) is taken from
+  the newest checkpoint: a mean of RNG states is not a state.
+
+  With fewer than `n` checkpoints, all of them are averaged and a warning is
+  logged (as tensor2tensor's avg_checkpoints does), so a short run still gets
+  its average; the json beside the result records `n` and the checkpoints
+  (relative to `output_dir`) and steps actually averaged.
+
+  Raises run_dir.RunDirError (one line for the user) if `output_dir` holds no
+  run or no checkpoint, or if the result exists and not `overwrite`.
+  """
+  if n < 1:
+    raise ValueError(f"n={n}: average at least 1 checkpoint")
+  if not os.path.isdir(output_dir):
+    raise run_dir.RunDirError(f"--output_dir={output_dir}: no such directory")
+  paths = available_checkpoints(output_dir)
+  if not paths:
+    raise run_dir.RunDirError(f"--output_dir={output_dir}: no checkpoint found")
+  if len(paths) < n:
+    logging.warning("%s holds %d checkpoints, fewer than n=%d: averaging all of them",
+                    output_dir, len(paths), n)
+  paths = paths[-n:]
+  target = averaged_path(output_dir, checkpoint_step(paths[-1]))
+  if os.path.exists(target + ".index") and not overwrite:
+    raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
+
+  import tensorflow as tf
+  from t2tlite.training import checkpoints
+
+  model, _ = run_dir.load_model(output_dir, paths[0])
+  weights = [w for w in model.weights if tf.as_dtype(w.dtype).is_floating]
+  sums = [w.numpy().astype("float64") for w in weights]
+  for path in paths[1:]:  # Newest last: the model ends holding its RNG states.
+    checkpoints.restore_model(model, path)
+    for total, w in zip(sums, weights):
+      total += w.numpy()
+  for total, w in zip(sums, weights):
+    w.assign(tf.cast(total / len(paths), w.dtype))
+
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  root = tf.train.Checkpoint(model=checkpoints.model_trackable(model))
+  # Checkpoint.restore (restore_model) creates a save_counter and asserts it was found, so
+  # the file needs one, as every CheckpointManager checkpoint has. write() adds no suffix.
+  root.save_counter.assign(1)
+  root.write(target)
+  _write_json(target + ".json", {
+      "n": n,
+      "checkpoints": [os.path.relpath(p, output_dir) for p in paths],
+      "steps": [checkpoint_step(p) for p in paths],
+  })
+  logging.info("averaged %d checkpoints (steps %s) into %s", len(paths),
+               ", ".join(str(checkpoint_step(p)) for p in paths), target)
+  return target
+
+
+def _write_json(path: str, value: dict) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(value, f, indent=2)
+  os.replace(tmp, path)
