@@ -41,10 +41,11 @@ Two workloads:
       sentencepiece BPE vocabulary of the same size V learned untimed into a temporary directory
       from --vocab_files (newstest2008-2012 en+de); extra_length 50 (the paper's), beam 4, the
       DecodeHParams default batching (sorted by length, batch_size 64, batch_tokens 4096, lengths
-      padded to a multiple of 8: several batch shapes, each compiled once). The uncached decoder
-      is ~10x slower and quadratic in length, so it decodes only the first --uncached_lines (100)
-      lines; the cached workers also time those same lines, so the cached/uncached ratio of (B)
-      compares identical sentences.
+      padded to a multiple of 8: several batch shapes, each compiled once). Measured with
+      --text_xla (default xla on only: one cached pass over 500 lines takes minutes here). The
+      uncached decoder is ~10x slower and quadratic in length (~4 s per line here), so it decodes
+      only the first --uncached_lines (16) lines; the cached workers also time those same lines,
+      so the cached/uncached ratio of (B) compares identical sentences.
 
 How
 ---
@@ -72,9 +73,9 @@ warns above --quiet_cores; --quiet_wait S waits up to S seconds before each meas
 host to go quiet.
 
 Usage:
-  python bench/decode_speed.py                        # 3 rounds (A), uncached + text once (~9 min)
-  python bench/decode_speed.py --rounds 1 --reps 1 --tfm_steps 1 --uncached_rounds 0 \\
-      --text_lines 64 --text_rounds 1                 # quick check (~2 min)
+  python bench/decode_speed.py                 # 3 rounds of A, A uncached + B once (~9 min here)
+  python bench/decode_speed.py --rounds 1 --reps 1 --tfm_steps 1 --xla true \\
+      --uncached_rounds 0 --text_lines 8 --uncached_lines 4      # quick check (~1.5 min)
   python bench/decode_speed.py --xla true --text_rounds 0 --output_json /tmp/decode.json
 Prints a table; --output_json writes every raw call time, the machine, versions and the flags.
 """
@@ -121,20 +122,26 @@ def parse_args(argv=None):
   p.add_argument("--src_len", type=int, default=20)
   p.add_argument("--decode_len", type=int, default=40)
   p.add_argument("--reps", type=int, default=2, help="ours: timed decode calls per measurement (A)")
+  p.add_argument("--uncached_reps", type=int, default=1,
+                 help="ours uncached: timed decode calls per measurement (A; ~10x slower)")
   # Workload B (real text).
   p.add_argument("--text_file", default=f"{WMT}/newstest2014.en-de.en")
   p.add_argument("--text_lines", type=int, default=500)
-  p.add_argument("--uncached_lines", type=int, default=100,
-                 help="B: ours uncached decodes only the first N lines (cached also times them)")
+  p.add_argument("--uncached_lines", type=int, default=16,
+                 help="B: ours uncached decodes only the first N lines (cached also times them); "
+                      "uncached costs ~4 s per line here, 100 lines ~6 min")
   p.add_argument("--text_extra_length", type=int, default=50)
   p.add_argument("--text_reps", type=int, default=1)
+  p.add_argument("--text_xla", default="true",
+                 help="comma list of hparams.xla values measured on B (each cached worker decodes "
+                      "all --text_lines: ~3 min here; 'true,false' for both)")
   p.add_argument("--vocab_files", default=VOCAB_FILES,
                  help="comma list of (gzipped) text files the BPE vocabulary is learned from")
   # Peer.
   p.add_argument("--tfm_python", default="/work/venvs/tfmvenv/bin/python",
                  help="interpreter with tf-models-official 2.20; empty string skips the peer")
   p.add_argument("--tfm_script", default=TFM_PEER_DEFAULT)
-  p.add_argument("--tfm_steps", type=int, default=3, help="peer: timed decode calls (its --steps)")
+  p.add_argument("--tfm_steps", type=int, default=2, help="peer: timed decode calls (its --steps)")
   # Driver.
   p.add_argument("--output_json", default="")
   p.add_argument("--timeout", type=int, default=1200, help="seconds per measurement subprocess")
@@ -155,9 +162,9 @@ def parse_args(argv=None):
   return p.parse_args(argv)
 
 
-def xla_values(args):
+def xla_values(text):
   out = []
-  for x in [x for x in args.xla.split(",") if x.strip()]:
+  for x in [x for x in text.split(",") if x.strip()]:
     v = str2bool(x.strip())
     if v not in out:
       out.append(v)
@@ -368,6 +375,11 @@ def run_subprocess(label, cmd, args):
   except ValueError as e:
     print(f" FAILED ({e})")
     return dict(error=str(e), stdout_tail=proc.stdout[-3000:], cmd=cmd)
+  if "decode_len" in res and "ms_per_loop_step" not in res:  # The peer: decode_len model calls.
+    res["ms_per_loop_step"] = 1000 * res["median_s"] / res["decode_len"]
+    first = [l for l in (proc.stderr or "").splitlines() if l.startswith("first (trace+compile)")]
+    if first:
+      res["first_call_s"] = float(first[-1].split()[-1].rstrip("s"))
   res.update(wall_s=wall, cmd=cmd, loadavg_before=load_before, loadavg_after=os.getloadavg(),
              foreign_cores_before=idle_load, foreign_cores_during=foreign,
              steal_cores_during=steal, worker_cpu_s=child_cpu)
@@ -426,7 +438,7 @@ def plan_round(args, r, vocab_model):
         f"--alpha={args.alpha}"]
   a_common = [f"--batch={args.batch}", f"--src_len={args.src_len}",
               f"--decode_len={args.decode_len}", f"--reps={args.reps}"]
-  xs = xla_values(args)
+  xs = xla_values(args.xla)
   onoff = lambda x: "xla" if x else "noxla"
   a = []
   if args.tfm_python:
@@ -444,12 +456,14 @@ def plan_round(args, r, vocab_model):
     for x in xs:
       a.append(("same_shape", f"ours_uncached_{onoff(x)}",
                 f"t2tlite uncached xla={'on' if x else 'off'}",
-                me + ["--workload=same_shape", "--use_cache=false", f"--worker_xla={x}"] + a_common))
+                me + ["--workload=same_shape", "--use_cache=false", f"--worker_xla={x}"]
+                + a_common[:-1] + [f"--reps={args.uncached_reps}"]))
   b = []
   if r < args.text_rounds:
     t_common = [f"--vocab_model={vocab_model}", f"--text_file={args.text_file}",
                 f"--text_extra_length={args.text_extra_length}", f"--text_reps={args.text_reps}"]
     sub = min(args.uncached_lines, args.text_lines) if args.uncached_lines else 0
+    xs = xla_values(args.text_xla)
     for x in xs:
       b.append(("text", f"ours_cached_{onoff(x)}", f"t2tlite cached xla={'on' if x else 'off'}",
                 me + ["--workload=text", "--use_cache=true", f"--worker_xla={x}",
@@ -587,8 +601,9 @@ def main(args):
   print()
   if "same_shape" in summary:
     print(f"(A) same shape as the peer: {args.batch} random sources x {args.src_len} ids, beam "
-          f"{args.beam}, decoded to {args.decode_len} tokens; ours: median of {args.reps} calls, "
-          f"Model Garden: median of {args.tfm_steps}; median over rounds")
+          f"{args.beam}, decoded to {args.decode_len} tokens; ours: median of {args.reps} calls "
+          f"(uncached {args.uncached_reps}), Model Garden: median of {args.tfm_steps}; median over "
+          f"rounds. ms/step = call time / model calls (ours 41 incl. the forced EOS, MG 40)")
     print_summary(args, summary, raw, "same_shape")
   if "text" in summary:
     print(f"\n(B) real text: first {args.text_lines} lines of {args.text_file}, BPE {SMALL['V']}, "

@@ -47,7 +47,14 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0,
   """
   depth = tf.cast(tf.shape(query)[-1], tf.float32)
   query = query * tf.cast(tf.math.rsqrt(depth), query.dtype)  # Scale first: smaller 16-bit products.
-  logits = tf.einsum("bthd,bshd->bhts", query, key)  # [B, h, T, S]
+  one_query = query.shape[1] == 1  # Incremental decoding: one position per step.
+  if one_query:
+    # Multiply-and-reduce instead of B*h batched [1, d] x [d, S] matmuls, which
+    # XLA's CPU backend runs as thousands of tiny calls (bench/decode_speed.py).
+    logits = tf.reduce_sum(query * key, axis=-1)  # [B, S, h]
+    logits = tf.transpose(logits, [0, 2, 1])[:, :, tf.newaxis, :]  # [B, h, 1, S]
+  else:
+    logits = tf.einsum("bthd,bshd->bhts", query, key)  # [B, h, T, S]
   logits = tf.cast(logits, tf.float32)
   if mask is not None:
     logits += tf.where(mask, 0.0, NEG_INF)  # Illegal positions -> -1e9 (Section 3.2.3).
@@ -56,6 +63,9 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0,
     keep = tf.random.stateless_uniform(tf.shape(weights), seed=seed) >= dropout_rate
     weights = tf.where(keep, weights / (1.0 - dropout_rate), 0.0)
   weights = tf.cast(weights, value.dtype)
+  if one_query:
+    per_position = tf.transpose(weights[:, :, 0, :], [0, 2, 1])[..., tf.newaxis]  # [B, S, h, 1]
+    return tf.reduce_sum(per_position * value, axis=1, keepdims=True)  # [B, 1, h, d_v]
   return tf.einsum("bhts,bshd->bthd", weights, value)  # [B, T, h, d_v]
 
 
