@@ -8,7 +8,16 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import pytest  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
+
+
+def _find_shared():
+  """The project's ../shared (paper spec, real data): beside the clone, $T2TLITE_SHARED, or /work/shared."""
+  candidates = [os.path.join(os.path.dirname(REPO), "shared"), os.environ.get("T2TLITE_SHARED", ""),
+                "/work/shared"]
+  return next((c for c in candidates if c and os.path.isdir(c)), candidates[0])
+
+
+SHARED = _find_shared()
 
 
 def tiny_hparams(**changes):
@@ -22,5 +31,5 @@ def tiny_hparams(**changes):
 @pytest.fixture
 def shared_dir():
   if not os.path.isdir(SHARED):
-    pytest.skip("../shared is not beside the repository")
+    pytest.skip("../shared not found (beside the clone, $T2TLITE_SHARED or /work/shared)")
   return SHARED

@@ -22,8 +22,9 @@ from t2tlite import registry
 from t2tlite.data import parallel_text, subword
 from t2tlite.problems.problem import ProblemError
 from t2tlite.training import input_pipeline
+from tests.conftest import SHARED as SHARED_ROOT
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+SHARED = os.path.join(SHARED_ROOT, "data")
 MULTI30K = os.path.join(SHARED, "multi30k")
 WMT = os.path.join(SHARED, "wmt")
 needs_data = pytest.mark.skipif(not os.path.isdir(MULTI30K), reason="../shared/data absent")
