@@ -67,7 +67,7 @@ import sys
 import tempfile
 import time
 
-from bench_util import machine_info, str2bool
+from bench_util import host_cpu_seconds, machine_info, str2bool
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -120,24 +120,13 @@ def versions():
               sentencepiece=sentencepiece.__version__)
 
 
-def host_busy_seconds():
-  """Busy CPU-seconds of the whole host so far (all cores), from /proc/stat."""
-  try:
-    with open("/proc/stat") as f:
-      v = [int(x) for x in f.readline().split()[1:]]
-  except OSError:
-    return None
-  user, nice, system, _, _, irq, softirq = v[:7]
-  return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(fn):
   """Runs fn() once; wall time, this process's CPU time, and other processes' cores."""
-  host0, own0, t0 = host_busy_seconds(), time.process_time(), time.perf_counter()
+  host0, own0, t0 = host_cpu_seconds(), time.process_time(), time.perf_counter()
   pairs = fn()
   wall = time.perf_counter() - t0
-  own, host1 = time.process_time() - own0, host_busy_seconds()
-  foreign = None if host0 is None else max(0.0, (host1 - host0 - own) / wall)
+  own, host1 = time.process_time() - own0, host_cpu_seconds()
+  foreign = None if host0 is None else max(0.0, (host1[0] - host0[0] - own) / wall)
   return dict(pairs=pairs, wall_s=wall, cpu_s=own, cores_used=own / wall,
               foreign_cores=foreign, pairs_per_s=pairs / wall)
 

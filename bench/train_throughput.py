@@ -48,13 +48,11 @@ import argparse
 import datetime
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import time
 
-from bench_util import machine_info, str2bool  # noqa: E402
+from bench_util import machine_info, run_worker, str2bool  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -188,89 +186,13 @@ def run_ours(args):
 # --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
-def last_json_line(text):
-  for line in reversed(text.strip().splitlines()):
-    line = line.strip()
-    if line.startswith("{"):
-      return json.loads(line)
-  raise ValueError("no JSON line in worker output")
-
-
-def host_cpu_seconds():
-  """(busy, steal) CPU-seconds of the whole host so far, from /proc/stat (all cores)."""
-  try:
-    with open("/proc/stat") as f:
-      v = [int(x) for x in f.readline().split()[1:]]
-  except OSError:
-    return None
-  hz = os.sysconf("SC_CLK_TCK")
-  user, nice, system, idle, iowait, irq, softirq = v[:7]
-  steal = v[7] if len(v) > 7 else 0
-  return (user + nice + system + irq + softirq) / hz, steal / hz
-
-
-def children_cpu_seconds():
-  ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return ru.ru_utime + ru.ru_stime
-
-
-def foreign_load(seconds=2.0):
-  """Cores kept busy by other processes while this driver sleeps `seconds` (nothing of ours runs)."""
-  a = host_cpu_seconds()
-  time.sleep(seconds)
-  b = host_cpu_seconds()
-  return None if a is None or b is None else (b[0] - a[0]) / seconds
-
-
-def wait_for_quiet(args):
-  """Waits up to --quiet_wait s for other processes to use < --quiet_cores cores."""
-  load = foreign_load()
-  deadline = time.time() + args.quiet_wait
-  while load is not None and load > args.quiet_cores and time.time() < deadline:
-    load = foreign_load(5.0)
-  return load
-
-
 def run_subprocess(label, cmd, args):
   print(f"  - {label} ...", end="", flush=True)
-  idle_load = wait_for_quiet(args)
-  load_before = os.getloadavg()
-  cpu0, child0 = host_cpu_seconds(), children_cpu_seconds()
-  t0 = time.perf_counter()
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-  try:
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
-                          stderr=None if args.verbose else subprocess.PIPE,
-                          text=True, timeout=args.timeout, env=env)
-  except subprocess.TimeoutExpired:
-    print(f" TIMEOUT after {args.timeout}s")
-    return dict(error="timeout", cmd=cmd)
-  wall = time.perf_counter() - t0
-  cpu1, child_cpu = host_cpu_seconds(), children_cpu_seconds() - child0
-  # CPU the rest of the host used while the worker ran, in cores (host busy - worker's own CPU).
-  foreign = None if cpu0 is None else max(0.0, (cpu1[0] - cpu0[0] - child_cpu) / wall)
-  steal = None if cpu0 is None else (cpu1[1] - cpu0[1]) / wall
-  if proc.returncode != 0:
-    print(f" FAILED (rc {proc.returncode})")
-    tail = (proc.stderr or "")[-3000:]
-    print(tail, file=sys.stderr)
-    return dict(error=f"rc {proc.returncode}", stderr_tail=tail, cmd=cmd)
-  try:
-    res = last_json_line(proc.stdout)
-  except ValueError as e:
-    print(f" FAILED ({e})")
-    return dict(error=str(e), stdout_tail=proc.stdout[-3000:], cmd=cmd)
-  res["wall_s"] = wall
-  res["cmd"] = cmd
-  # Other processes on the host skew a measurement; the load averages make that visible.
-  res["loadavg_before"] = load_before
-  res["loadavg_after"] = os.getloadavg()
-  res["foreign_cores_before"] = idle_load
-  res["foreign_cores_during"] = foreign
-  res["steal_cores_during"] = steal
-  res["worker_cpu_s"] = child_cpu
-  print(f" {res['tgt_tok_per_s']:8.1f} tgt tok/s (median step {res['median_step_s']:.3f}s, "
-        f"process {wall:.0f}s, other procs {foreign:.2f} cores)", flush=True)
+  res, _ = run_worker(cmd, args)
+  if "error" not in res:
+    print(f" {res['tgt_tok_per_s']:8.1f} tgt tok/s (median step {res['median_step_s']:.3f}s, "
+          f"process {res['wall_s']:.0f}s, other procs {res['foreign_cores_during']:.2f} cores)",
+          flush=True)
   return res
 
 
