@@ -21,7 +21,7 @@ import json
 from absl import flags
 
 from t2tlite import cli
-from t2tlite.data.parallel_text import ParallelTextError, read_lines
+from t2tlite.data.parallel_text import ParallelTextError
 from t2tlite.metrics import bleu
 
 FLAGS = flags.FLAGS
@@ -62,13 +62,7 @@ def main(argv):
 
 def _read(flag_name: str):
   """All lines of the file named by --flag_name; errors name the flag as well as the file."""
-  path = cli.require(flag_name)
-  try:
-    return list(read_lines(path))
-  except ParallelTextError as e:  # No such file, or invalid UTF-8 (with the line number).
-    raise ParallelTextError(f"--{flag_name} {e}") from None
-  except OSError as e:  # A directory, no permission.
-    raise ParallelTextError(f"--{flag_name} {path}: {e.strerror}") from None
+  return cli.read_flag_file(flag_name, cli.require(flag_name))
 
 
 def run():

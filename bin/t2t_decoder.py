@@ -75,10 +75,10 @@ def main(argv):
 def _inputs(problem, output_dir):
   """(source lines, reference lines or None, output path)."""
   if FLAGS.decode_from_file:
-    sources = _read_lines(FLAGS.decode_from_file, "--decode_from_file")
+    sources = cli.read_flag_file("decode_from_file", FLAGS.decode_from_file)
     references = None
     if FLAGS.decode_reference:
-      references = _read_lines(FLAGS.decode_reference, "--decode_reference")
+      references = cli.read_flag_file("decode_reference", FLAGS.decode_reference)
       if len(references) != len(sources):
         raise cli.UsageError(
             f"--decode_reference={FLAGS.decode_reference} has {len(references)} lines but "
@@ -89,19 +89,6 @@ def _inputs(problem, output_dir):
   target = FLAGS.decode_to_file or os.path.join(
       output_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
   return sources, references, target
-
-
-def _read_lines(path, flag):
-  if not os.path.exists(path):
-    raise cli.UsageError(f"{flag}={path}: no such file")
-  lines = []
-  with open(path, "rb") as f:
-    for number, raw in enumerate(f, 1):
-      try:
-        lines.append(raw.decode("utf-8").rstrip("\r\n"))
-      except UnicodeDecodeError:
-        raise cli.UsageError(f"{flag}={path}: line {number} is not valid UTF-8") from None
-  return lines
 
 
 def _write_lines(path, lines):

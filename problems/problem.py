@@ -9,7 +9,7 @@ in memory so no datagen step is needed.
 """
 
 import os
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -101,8 +101,8 @@ class Problem:
         text_files = [open(t, "w", encoding="utf-8") for t in tmp_texts]
         with tf.io.TFRecordWriter(tmp_record) as writer:
           for source, target in self.text_pairs(split, tmp_dir):
-            writer.write(_to_example(self.encode_pair(source, target, encoders))
-                         .SerializeToString())
+            ids = self.encode_pair(source, target, encoders)
+            writer.write(serialize_example({key: v.tolist() for key, v in ids.items()}))
             for f, line in zip(text_files, (source, target)):
               f.write(line + "\n")
         for f in text_files:
@@ -150,10 +150,11 @@ def _in_memory_dataset(pairs) -> tf.data.Dataset:
       lambda b: {key: columns[key][0][b[key][0]:b[key][1]] for key in b})
 
 
-def _to_example(ids: Dict[str, np.ndarray]) -> tf.train.Example:
-  feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(value=value.tolist()))
+def serialize_example(ids: Dict[str, Sequence[int]]) -> bytes:
+  """One shard record: a tf.train.Example of int64 id lists, keyed "inputs" / "targets"."""
+  feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
              for key, value in ids.items()}
-  return tf.train.Example(features=tf.train.Features(feature=feature))
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 _FEATURES = {"inputs": tf.io.VarLenFeature(tf.int64), "targets": tf.io.VarLenFeature(tf.int64)}

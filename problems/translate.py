@@ -290,14 +290,10 @@ def _in_graph_encoder(encoder: subword.SubwordEncoder):
 
 
 def serialize_example(source_ids, target_ids) -> bytes:
-  """A tf.train.Example {"inputs", "targets"} of int64 ids, each side ending in EOS."""
-  feature = {
-      "inputs": tf.train.Feature(int64_list=tf.train.Int64List(
-          value=list(source_ids) + [text_encoder.EOS_ID])),
-      "targets": tf.train.Feature(int64_list=tf.train.Int64List(
-          value=list(target_ids) + [text_encoder.EOS_ID])),
-  }
-  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+  """The shard record of one pair: both sides' ids, each ending in EOS."""
+  return problem_lib.serialize_example({
+      "inputs": list(source_ids) + [text_encoder.EOS_ID],
+      "targets": list(target_ids) + [text_encoder.EOS_ID]})
 
 
 class _Progress:

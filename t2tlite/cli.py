@@ -57,6 +57,17 @@ def require(flag_name: str) -> str:
   return value
 
 
+def read_flag_file(flag_name: str, path: str):
+  """All lines of the text file a flag names (plain or gzip); errors name the flag and file."""
+  from t2tlite.data.parallel_text import ParallelTextError, read_lines
+  try:
+    return list(read_lines(path))
+  except ParallelTextError as e:  # No such file, or invalid UTF-8 (with the line number).
+    raise UsageError(f"--{flag_name}={e}") from None
+  except OSError as e:  # A directory, no permission.
+    raise UsageError(f"--{flag_name}={path}: {e.strerror}") from None
+
+
 def load_registry_or_exit():
   """Imports --t2t_usr_dir and fills the registries; prints them for --registry_help."""
   registry.import_usr_dir(FLAGS.t2t_usr_dir)

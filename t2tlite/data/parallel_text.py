@@ -37,17 +37,13 @@ def open_text(path: str):
 
 
 def count_lines(path: str) -> int:
+  """Lines in the file, a last line without its newline included, in one pass."""
+  count, last = 0, b"\n"
   with open_text(path) as f:
-    return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b"")) + (
-        1 if _last_byte(path) not in (b"", b"\n") else 0)
-
-
-def _last_byte(path: str) -> bytes:
-  with open_text(path) as f:
-    last = b""
     for chunk in iter(lambda: f.read(1 << 20), b""):
+      count += chunk.count(b"\n")
       last = chunk[-1:]
-  return last
+  return count + (last != b"\n")
 
 
 def read_lines(path: str) -> Iterator[str]:
