@@ -57,7 +57,7 @@ class Score:
 
 def sacrebleu_score(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
   """sacreBLEU corpus BLEU of detokenized text: 13a tokenization, cased, exp smoothing."""
-  _check_lengths(hypotheses, references)
+  check_lengths(hypotheses, references)
   metric = BLEU()
   result = metric.corpus_score(list(hypotheses), [list(references)])
   return Score("BLEU", result.score, "sacreBLEU", str(metric.get_signature()),
@@ -66,7 +66,7 @@ def sacrebleu_score(hypotheses: Sequence[str], references: Sequence[str]) -> Sco
 
 def chrf(hypotheses: Sequence[str], references: Sequence[str], word_order: int = 0) -> Score:
   """sacreBLEU chrF (character 6-grams, beta=2); word_order=2 gives chrF++."""
-  _check_lengths(hypotheses, references)
+  check_lengths(hypotheses, references)
   metric = CHRF(word_order=word_order)
   result = metric.corpus_score(list(hypotheses), [list(references)])
   return Score(result.name, result.score, "sacreBLEU", str(metric.get_signature()))
@@ -103,7 +103,7 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str],
   `##AT##-##AT##` is taken to have been through this pipeline (e.g. a t2t-era
   `.atat` reference) and is scored as it is, neither tokenized nor split again.
   """
-  _check_lengths(hypotheses, references)
+  check_lengths(hypotheses, references)
   prepare = functools.partial(_tokenize_and_split, lang=lang)
   result = multi_bleu([prepare(h) for h in hypotheses], [prepare(r) for r in references])
   signature = (f"nrefs:1|case:mixed|tok:moses-{lang}|split:compound-atat|smooth:none|"
@@ -120,7 +120,7 @@ def multi_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
   no match (multi-bleu.perl's log floor). Its default exp smoothing would
   differ exactly there. force=True only silences the "looks tokenized" warning.
   """
-  _check_lengths(hypotheses, references)
+  check_lengths(hypotheses, references)
   metric = BLEU(tokenize="none", smooth_method="none", force=True)
   result = metric.corpus_score(list(hypotheses), [list(references)])
   return Score("BLEU", result.score, "multi-bleu.perl", str(metric.get_signature()),
@@ -146,6 +146,6 @@ def _bleu_details(result) -> Dict[str, object]:
           "hyp_len": result.sys_len, "ref_len": result.ref_len}
 
 
-def _check_lengths(hypotheses, references):
+def check_lengths(hypotheses, references):
   if len(hypotheses) != len(references):
     raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")

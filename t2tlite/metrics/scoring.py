@@ -2,20 +2,20 @@
 
 from typing import Dict, Sequence
 
-import sacrebleu
+from t2tlite.metrics import bleu as bleu_lib
+from t2tlite.metrics.bleu import check_lengths
 
 
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
   """Fraction of lines equal to their reference, whitespace-normalised."""
-  _check_lengths(hypotheses, references)
+  check_lengths(hypotheses, references)
   same = sum(" ".join(h.split()) == " ".join(r.split()) for h, r in zip(hypotheses, references))
   return same / max(len(references), 1)
 
 
-def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> sacrebleu.metrics.bleu.BLEUScore:
+def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> bleu_lib.Score:
   """sacreBLEU corpus BLEU (13a tokenisation, cased), the detokenized standard."""
-  _check_lengths(hypotheses, references)
-  return sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
+  return bleu_lib.sacrebleu_score(hypotheses, references)
 
 
 def score(hypotheses, references, metrics: Sequence[str]) -> Dict[str, float]:
@@ -27,7 +27,3 @@ def score(hypotheses, references, metrics: Sequence[str]) -> Dict[str, float]:
     out["bleu"] = bleu(hypotheses, references).score
   return out
 
-
-def _check_lengths(hypotheses, references):
-  if len(hypotheses) != len(references):
-    raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
