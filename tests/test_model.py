@@ -162,3 +162,43 @@ def test_missing_vocab_size_is_a_clear_error():
   from t2tlite.hparams.hparams import HParamsError
   with pytest.raises(HParamsError, match="vocab_size"):
     Transformer(tiny_hparams(input_vocab_size=0))
+
+
+@pytest.mark.parametrize("xla", [True, False])
+def test_beam_search_with_append_only_cache_equals_recomputation(xla):
+  """Cached beams (caches never copied, only the history table reordered) == uncached beams.
+
+  A random model reorders its beams at almost every step, so a wrong history
+  table would change the hypotheses or their scores.
+  """
+  keras.utils.set_random_seed(3)
+  model = Transformer(tiny_hparams(xla=xla))
+  beam, length = 3, 6
+  memory, mask = model.encode(tf.constant(SRC))
+
+  def run(initial_state, step_fn, reorder, context):
+    state, ctx = initial_state(memory, mask, length + 1)
+    ctx = ctx if context == "per_sentence" else search.tile_to_beams(ctx, beam)
+    return search.beam_search(lambda ids, step, st: step_fn(ids, step, st, ctx),
+                              tf.zeros([2], tf.int32), state, beam, 0.6,
+                              tf.constant([length, length - 2]), length, reorder_state=reorder)
+
+  cached = run(model.initial_decode_state, model.decode_step, model.reorder_decode_state,
+               "per_sentence")
+  uncached = run(model.initial_uncached_state, model.decode_step_uncached, search.gather_rows,
+                 "per_row")
+  np.testing.assert_array_equal(cached.ids.numpy(), uncached.ids.numpy())
+  np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-5)
+
+
+def test_grouped_cross_attention_equals_attention_over_tiled_memory():
+  """attend_grouped (k queries per sentence over one copy of its memory) == attend on k copies."""
+  keras.utils.set_random_seed(4)
+  model = Transformer(tiny_hparams())
+  layer = model.decoder_layers[0].cross_attention
+  memory, mask = model.encode(tf.constant(SRC))
+  key, value = layer.project_key_value(memory)
+  query = layer.project_query(tf.random.normal([2 * 3, 1, 32]))
+  grouped = layer.attend_grouped(query, key, value, mask)
+  tiled = search.tile_to_beams((key, value, mask), 3)
+  np.testing.assert_allclose(grouped.numpy(), layer.attend(query, *tiled).numpy(), atol=1e-5)

@@ -26,9 +26,11 @@ class Decoder:
     self.hparams = decode_hparams
     if decode_hparams.use_cache:
       self._initial_state, self._step = model.initial_decode_state, model.decode_step
+      self._reorder = model.reorder_decode_state
     else:
       self._initial_state = model.initial_uncached_state
       self._step = model.decode_step_uncached
+      self._reorder = search.gather_rows
     self._search = tf.function(self._search_batch, jit_compile=model.hparams.xla,
                                reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
@@ -44,10 +46,11 @@ class Decoder:
     if hp.beam_size == 1:
       step_fn = lambda ids, step, st: self._step(ids, step, st, context)
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID)
-    context = search.tile_to_beams(context, hp.beam_size)
+    if not hp.use_cache:  # The cached step reads its per-sentence context once per sentence.
+      context = search.tile_to_beams(context, hp.beam_size)
     step_fn = lambda ids, step, st: self._step(ids, step, st, context)
     return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
-                              decode_length, EOS_ID)
+                              decode_length, EOS_ID, reorder_state=self._reorder)
 
   @property
   def max_input_length(self) -> int:

@@ -218,8 +218,13 @@ def _is_done(s, max_lengths, alpha):
   return s.done | none_alive | (full & tf.greater(worst_finished, best_reachable))
 
 
+def gather_rows(state, rows):
+  """Default state reordering: every tensor [n, ...] of `state` gathered at int32 rows [n]."""
+  return tf.nest.map_structure(lambda t: tf.gather(t, rows), state)
+
+
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alpha,
-                max_lengths, decode_length, eos_id=1):
+                max_lengths, decode_length, eos_id=1, reorder_state=gather_rows):
   """Batched beam search with GNMT length penalty and exact early stopping.
 
   Args:
@@ -237,6 +242,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
       EOS, which is then forced; clipped to [0, decode_length].
     decode_length: Python int >= max(max_lengths); buffer width - 1.
     eos_id: Python int.
+    reorder_state: (state, parent_rows int32 [batch * beam]) -> the state of
+      the surviving hypotheses, row i continuing row parent_rows[i]. The
+      default gathers every tensor; a model can move less (see
+      `Transformer.reorder_decode_state`).
   Returns:
     SearchResult with ids [batch, beam_size, decode_length + 1], the best
     `beam_size` finished hypotheses per sentence sorted by normalized score.
@@ -267,9 +276,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     keep = _top_k_indices(top_log_probs, alive_valid_top, beam_size)  # [batch, beam]
     alive_seq, alive_log_probs, alive_valid, alive_parent = _gather_beams(
         (top_seq, top_log_probs, alive_valid_top, top_parent), keep)
-    model_state = tf.nest.map_structure(
-        lambda t: _merge_beams(_gather_beams(_split_beams(t, batch, beam_size), alive_parent)),
-        new_model_state)
+    parent_rows = _merge_beams(alive_parent + tf.range(batch)[:, tf.newaxis] * beam_size)
+    model_state = reorder_state(new_model_state, parent_rows)
 
     # Finished: the previous set and the new EOS extensions, best `beam` kept.
     new_length = s.step + 1

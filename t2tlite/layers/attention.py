@@ -136,6 +136,22 @@ class MultiHeadAttention(keras.layers.Layer):
                                              [self.num_heads * self.value_dim]], 0))
     return self.output_dense(context)
 
+  def attend_grouped(self, query, key, value, mask=None):
+    """One query per row, rows grouped by sentence, over per-sentence keys (inference).
+
+    query [b * k, 1, h, d_k] where rows [i * k, (i + 1) * k) belong to sentence
+    i (the k beams of beam search); key/value [b, s, h, d] and mask [b, 1, 1, s]
+    are per sentence, so encoder-decoder attention reads the memory once per
+    sentence instead of once per beam: the k queries of a sentence attend
+    together as a length-k query block. Returns [b * k, 1, d_model].
+    """
+    batch = key.shape[0] or tf.shape(key)[0]
+    grouped = tf.reshape(query, [batch, -1, self.num_heads, self.key_dim])  # [b, k, h, d_k]
+    attention = xla_scaled_dot_product_attention if self.xla else scaled_dot_product_attention
+    context = attention(grouped, key, value, mask)  # [b, k, h, d_v]
+    context = tf.reshape(context, [-1, 1, self.num_heads * self.value_dim])
+    return self.output_dense(context)
+
   def call(self, query, value=None, attention_mask=None, causal=False, training=None):
     """query [b, t, d_model], value [b, s, d_model] (default: query) -> [b, t, d_model].
 

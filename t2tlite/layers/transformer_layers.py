@@ -159,17 +159,28 @@ class DecoderLayer(_SubLayerWrapper):
     """Encoder output [b, s, d_model] -> cross-attention keys and values, computed once."""
     return self.cross_attention.project_key_value(memory)
 
-  def call_cached(self, x, step, cache, memory_kv, memory_mask):
+  def call_cached(self, x, step, cache, history_index, memory_kv, memory_mask):
     """One decoding position.
 
+    The cache is append-only: row r writes the key/value of its token at
+    position `step` and never rewrites it. When beam search reorders the
+    hypotheses, the cache is not copied; instead `history_index` says where
+    each position of each row's history lives (see
+    `Transformer.reorder_decode_state`), and the keys/values are gathered from
+    there inside the attention, which XLA fuses into the dot products. That
+    halves the memory traffic of a step against copying the whole cache.
+
     Args:
-      x: [b, 1, d_model], the embedded token at position `step`.
+      x: [r, 1, d_model], the embedded token at position `step` of each row.
       step: int32 scalar, the position being decoded.
-      cache: {"key": [b, L, h, d_k], "value": [b, L, h, d_v]} for positions < step.
-      memory_kv: (keys, values) from `memory_key_values`.
-      memory_mask: [b, 1, 1, s] bool.
+      cache: {"key": [r, L, h, d_k], "value": [r, L, h, d_v]}.
+      history_index: int32 [r, L], flat index (row * L + position) into the
+        cache of position p of row r's hypothesis; positions > step are never
+        attended (causal mask) and may point anywhere valid.
+      memory_kv: (keys, values) from `memory_key_values`, per sentence [b, s, h, d].
+      memory_mask: [b, 1, 1, s] bool. Rows are grouped by sentence: r = b * k.
     Returns:
-      ([b, 1, d_model], cache with position `step` written).
+      ([r, 1, d_model], cache with position `step` of every row written).
     """
 
     new_cache = {}
@@ -181,18 +192,27 @@ class DecoderLayer(_SubLayerWrapper):
       new_cache["value"] = _write_position(cache["value"], value, step)
       max_length = cache["key"].shape[1] or tf.shape(cache["key"])[1]
       visible = tf.range(max_length) <= step  # Causality: nothing after `step`.
-      return self.self_attention.attend(query, new_cache["key"], new_cache["value"],
-                                        visible[tf.newaxis, tf.newaxis, tf.newaxis])
+      return self.self_attention.attend(
+          query, _gather_history(new_cache["key"], history_index),
+          _gather_history(new_cache["value"], history_index),
+          visible[tf.newaxis, tf.newaxis, tf.newaxis])
 
     def cross_attend(y):
       query = self.cross_attention.project_query(y)
-      return self.cross_attention.attend(query, *memory_kv, memory_mask)
+      return self.cross_attention.attend_grouped(query, *memory_kv, memory_mask)
 
     x = self._residual(x, self.self_norm, self.self_dropout_layer, self_attend, False)
     x = self._residual(x, self.cross_norm, self.cross_dropout_layer, cross_attend, False)
     x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                        lambda y: self.feed_forward(y, training=False), False)
     return x, new_cache
+
+
+def _gather_history(cache, history_index):
+  """cache [r, L, h, d], history_index [r, L] flat row * L + position -> [r, L, h, d]."""
+  shape = tf.shape(cache)
+  flat = tf.reshape(cache, tf.concat([[-1], shape[2:]], 0))  # [r * L, h, d]
+  return tf.gather(flat, history_index)
 
 
 def _write_position(cache, update, step):

@@ -121,9 +121,14 @@ class Transformer(keras.Model):
   def initial_decode_state(self, memory, memory_mask, max_length):
     """Decoder caches for up to `max_length` positions.
 
-    Returns (state, context): `state` holds the self-attention caches
-    {"layer_i": {"key": [b, L, h, d_k], "value": [b, L, h, d_v]}}, which beam
-    search reorders with the beams; `context` holds what stays fixed per
+    Returns (state, context). `state` has leading dim = rows (one per
+    hypothesis; beam search tiles it) and must follow the beams through
+    `reorder_decode_state`, never a plain gather:
+      {"layer_i": {"key": [b, L, h, d_k], "value": [b, L, h, d_v]},
+       "history_rows": int32 [b, L]}
+    The caches are append-only (row r writes position `step` only);
+    history_rows[r, p] is the row whose cache holds position p of row r's
+    hypothesis. `context` stays per sentence, whatever the number of rows per
     sentence: the cross-attention keys/values, computed once here, and the
     memory mask.
     """
@@ -136,6 +141,7 @@ class Transformer(keras.Model):
             "value": tf.zeros([batch, max_length, hp.num_heads, hp.value_dim], dtype),
         } for i in range(len(self.decoder_layers))
     }
+    state["history_rows"] = tf.zeros([batch, max_length], tf.int32)  # Set as decoding goes.
     context = {
         "memory_kv": [layer.memory_key_values(memory) for layer in self.decoder_layers],
         "memory_mask": memory_mask,
@@ -143,16 +149,37 @@ class Transformer(keras.Model):
     return state, context
 
   def decode_step(self, ids, step, state, context):
-    """ids [b] at position `step` (int32 scalar) -> (logits [b, vocab] float32, new state)."""
-    y = self.target_embedding(ids[:, tf.newaxis])  # [b, 1, d_model]
+    """ids [r] at position `step` (int32 scalar) -> (logits [r, vocab] float32, new state).
+
+    r = sentences x hypotheses per sentence, rows grouped by sentence (the
+    layout of `search.tile_to_beams`); `context` is per sentence.
+    """
+    history_rows = state["history_rows"]
+    rows = tf.range(tf.shape(history_rows)[0])
+    max_length = history_rows.shape[1] or tf.shape(history_rows)[1]
+    positions = tf.range(max_length)
+    # Positions before `step` come from the ancestors; `step` and after from the row itself.
+    history_rows = tf.where(positions[tf.newaxis] < step, history_rows, rows[:, tf.newaxis])
+    history_index = history_rows * max_length + positions[tf.newaxis]  # Into [r * L] caches.
+    y = self.target_embedding(ids[:, tf.newaxis])  # [r, 1, d_model]
     y = self.target_position(y, start_index=step)
-    new_state = {}
+    new_state = {"history_rows": history_rows}
     for i, layer in enumerate(self.decoder_layers):
       y, new_state[f"layer_{i}"] = layer.call_cached(
-          y, step, state[f"layer_{i}"], context["memory_kv"][i], context["memory_mask"])
+          y, step, state[f"layer_{i}"], history_index, context["memory_kv"][i],
+          context["memory_mask"])
     if self.decoder_norm is not None:
       y = self.decoder_norm(y)
     return self._softmax(y)[:, 0], new_state
+
+  @staticmethod
+  def reorder_decode_state(state, parent_rows):
+    """The state of hypotheses whose parents are rows `parent_rows` (int32 [r]).
+
+    Only the small history table moves; the caches stay where they were
+    written, which is what makes a beam-search step cheap.
+    """
+    return dict(state, history_rows=tf.gather(state["history_rows"], parent_rows))
 
   # --- Decoding without a cache (the reference the cache must equal; a speed baseline) ---
   def initial_uncached_state(self, memory, memory_mask, max_length):
