@@ -277,6 +277,7 @@ def run_ours(args):
              inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
              source_tokens=sum(len(s) for s in sources))
   res.update(time_decoding(decoder, recorder, sources, reps, label))
+  res["batch_shapes"] = len(decoder.shapes_seen)  # Each one a trace (+ XLA compile).
   if args.also_lines:  # The uncached workers' subset, for a same-sentences ratio.
     subset = sources[:args.also_lines]
     sub = time_decoding(decoder, recorder, subset, reps, label + f" first {len(subset)}")

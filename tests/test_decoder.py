@@ -121,3 +121,19 @@ def test_token_budget_batches_and_truncation(model):
   out = limited.decode_ids([list(range(2, 12)), [3, 4], list(range(2, 9))])
   assert limited.truncated == 2 and len(out) == 3
   assert out[0] == limited.decode_ids([list(range(2, 7))])[0]  # Cut to 5 tokens + EOS.
+
+
+def test_padded_batch_rows_change_nothing_but_the_shapes(trained):
+  """Filling batches with empty rows gives the same beams and scores, one shape per width."""
+  model, sources = trained
+  hp = DecodeHParams(beam_size=2, extra_length=3, nbest=2, batch_size=5, batch_tokens=40)
+  padded = Decoder(model, hp)
+  unpadded = Decoder(model, hp.override("pad_batch_rows=false"))
+  with_pad, without = padded.decode_nbest(sources), unpadded.decode_nbest(sources)
+  for one, two in zip(with_pad, without):
+    assert [ids for ids, _ in one] == [ids for ids, _ in two]
+    np.testing.assert_allclose([s for _, s in one], [s for _, s in two], atol=1e-5)
+  widths = {width for _, width in padded.shapes_seen}
+  assert len(padded.shapes_seen) == len(widths)
+  assert all(rows == hp.rows_for_width(width) for rows, width in padded.shapes_seen)
+  assert len(unpadded.shapes_seen) > len(padded.shapes_seen)  # The fixture's lengths vary.

@@ -444,3 +444,26 @@ def test_length_penalty_formula():
   for alpha in [0.0, 0.6, 1.0]:
     np.testing.assert_allclose(length_penalty(tf.constant(lengths), alpha),
                                ((5.0 + lengths) / 6.0) ** alpha, rtol=1e-6)
+
+
+@pytest.mark.parametrize("width,k,quantum,invalid", [
+    (32000, 8, 0.0, 0.0), (32000, 8, 0.25, 0.0), (4096 + 7, 8, 0.5, 0.3), (8000, 4, 0.0, 0.999)])
+def test_blocked_top_k_equals_tf_top_k_ties_included(width, k, quantum, invalid):
+  """The two-stage top-k used for wide rows returns exactly tf.math.top_k's indices.
+
+  Rounded scores make many exact ties (top_k breaks them by lower index);
+  invalid entries sort last whatever their score.
+  """
+  from t2tlite.decoding import search as search_lib
+  rng = np.random.default_rng(width + k)
+  scores = rng.normal(size=(6, width)).astype(np.float32)
+  if quantum:
+    scores = np.round(scores / quantum) * quantum
+  valid = rng.random((6, width)) >= invalid
+  keys = np.where(valid, scores, -np.inf)
+  expected = tf.math.top_k(tf.constant(keys), k=k).indices.numpy()
+  compiled = tf.function(search_lib._top_k_indices, jit_compile=True)
+  for fn in (search_lib._top_k_indices, compiled):
+    got = fn(tf.constant(scores), tf.constant(valid), k).numpy()
+    np.testing.assert_array_equal(got, expected)
+  assert width >= 4 * k * search_lib._TOP_K_BLOCK  # The blocked path is the one tested.

@@ -34,6 +34,7 @@ class Decoder:
     self._search = tf.function(self._search_batch, jit_compile=model.hparams.xla,
                                reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
+    self.shapes_seen = set()  # Distinct batch shapes decoded: each one is a trace (and an XLA compile).
 
   def _search_batch(self, inputs, source_lengths):
     """inputs int32 [b, s] (EOS-terminated, padded); source_lengths [b] without EOS."""
@@ -87,11 +88,16 @@ class Decoder:
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
     for chosen in self.batches([len(s) for s in sources]):
       width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
-      batch = np.full([len(chosen), width], PAD_ID, np.int32)
+      # Extra rows hold an empty source (EOS only, max length 0): done after one step.
+      rows = max(len(chosen), hp.rows_for_width(width)) if hp.pad_batch_rows else len(chosen)
+      batch = np.full([rows, width], PAD_ID, np.int32)
+      batch[len(chosen):, 0] = EOS_ID
+      lengths = np.zeros([rows], np.int32)
       for row, i in enumerate(chosen):
         batch[row, :len(sources[i])] = sources[i]
         batch[row, len(sources[i])] = EOS_ID
-      lengths = np.array([len(sources[i]) for i in chosen], np.int32)
+        lengths[row] = len(sources[i])
+      self.shapes_seen.add(batch.shape)
       result = self._search(tf.constant(batch), tf.constant(lengths))
       ids, scores = result.ids.numpy(), result.scores.numpy()
       for row, i in enumerate(chosen):

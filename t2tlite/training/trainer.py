@@ -165,8 +165,9 @@ class Trainer:
     start = time.perf_counter()
     decodes = self._dev_decoder.decode_lines(sources, source_encoder, target_encoder)
     scores = scoring.score(decodes, references, self.problem.eval_metrics)
-    logging.info("decoded %d dev sentences in %.1f s: %s", len(sources),
-                 time.perf_counter() - start, " ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    logging.info("decoded %d dev sentences in %.1f s (%d batch shapes so far): %s", len(sources),
+                 time.perf_counter() - start, len(self._dev_decoder.shapes_seen),
+                 " ".join(f"{k} {v:.4f}" for k, v in scores.items()))
     return scores
 
   def evaluate(self, step: Optional[int] = None) -> dict:
