@@ -34,7 +34,7 @@ setup(
         "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
         "numpy",
     ],
-    extras_require={"test": ["pytest>=8"]},
+    extras_require={"test": ["pytest>=8", "matplotlib>=3.7"], "plots": ["matplotlib>=3.7"]},
     entry_points={
         "console_scripts": [
             "t2t-trainer=t2tlite.bin.t2t_trainer:run",
@@ -42,6 +42,7 @@ setup(
             "t2t-datagen=t2tlite.bin.t2t_datagen:run",
             "t2t-avg-all=t2tlite.bin.t2t_avg_all:run",
             "t2t-bleu=t2tlite.bin.t2t_bleu:run",
+            "t2t-plot-curves=t2tlite.bin.t2t_plot_curves:run",
         ],
     },
 )

@@ -78,6 +78,12 @@ def test_datagen_train_decode_end_to_end(tmp_path):
   assert 0.0 <= scores["exact_match"] <= 1.0 and scores["lines"] == 1000
   assert re.search(r"exact_match=[\d.]+ bleu=[\d.]+", proc.stdout)
 
+  png = tmp_path / "curves.png"
+  proc = run("t2t-plot-curves", f"--output_dir={out}", f"--png={png}", "--csv")
+  assert "train/loss, eval/loss, eval/bleu" in proc.stdout
+  rows = open(f"{tmp_path}/curves.run.eval.exact_match.csv").read().split()
+  assert rows[0] == "step,value" and [r.split(",")[0] for r in rows[1:]] == ["15", "30"]
+
   bad = tmp_path / "bad.txt"
   bad.write_bytes(b"1 2 3\n4 \xff 5\n")
   one_line_error(run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out}",

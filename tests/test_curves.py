@@ -1,0 +1,45 @@
+"""Learning curves read back from event files equal what the trainer wrote; the PNG is drawn."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2tlite.training import curves, progress
+
+
+def _write(log_dir, points):
+  writer = tf.summary.create_file_writer(str(log_dir))
+  for step, scalars in points:
+    progress.write_scalars(writer, step, scalars)
+  writer.close()
+
+
+def test_scalars_round_trip_and_a_resumed_run_overrides_old_steps(tmp_path):
+  _write(tmp_path, [(100, {"loss": 5.0, "learning_rate": 1e-4}), (200, {"loss": 4.0})])
+  # A run killed after step 200 and resumed from ckpt-100 logs step 200 again, in a new file.
+  os.utime(next(tmp_path.glob("events.*")), (1, 1))  # Older: files are read oldest first.
+  _write(tmp_path, [(200, {"loss": 3.5}), (300, {"loss": 3.0})])
+  scalars = curves.read_scalars(str(tmp_path))
+  assert scalars["loss"] == [(100, 5.0), (200, 3.5), (300, 3.0)]
+  np.testing.assert_allclose(scalars["learning_rate"][0][1], 1e-4, rtol=1e-6)
+
+
+def test_plot_draws_the_panels_the_runs_have(tmp_path):
+  from matplotlib import image
+  run = tmp_path / "run"
+  _write(run, [(s, {"loss": 10.0 / s}) for s in (100, 200, 300)])
+  _write(run / "eval", [(s, {"loss": 11.0 / s, "bleu": s / 10.0}) for s in (100, 200, 300)])
+  png = tmp_path / "curves.png"
+  drawn = curves.plot_runs({"a": curves.read_run(str(run))}, str(png), "title")
+  assert drawn == ["train/loss", "eval/loss", "eval/bleu"]
+  pixels = image.imread(str(png))
+  assert pixels.shape[1] > pixels.shape[0] > 100  # Three panels side by side.
+  with pytest.raises(curves.CurvesError, match="no TensorBoard event files"):
+    curves.read_run(str(tmp_path / "empty"))
+
+
+def test_run_flags_name_runs():
+  assert curves.parse_run_flags(["ende=runs/a/train", "runs/b/train/"]) == {
+      "ende": "runs/a/train", "train": "runs/b/train/"}
