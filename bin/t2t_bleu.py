@@ -3,6 +3,7 @@
   t2t-bleu --translation=decoded.de --reference=newstest2014.de
   t2t-bleu --translation=decoded.en --reference=newstest2014.en --language=en \
       --nochrf --output_json=scores.json
+  t2t-bleu --translation=test_2016.de --reference=test_2016_flickr.de --lowercased_bleu
 
 Both files are detokenized text, one sentence a line, aligned line by line
 (plain or gzipped). Prints one line per score, e.g.
@@ -29,6 +30,8 @@ flags.DEFINE_string("translation", None, "System output, detokenized, one senten
 flags.DEFINE_string("reference", None, "Reference translation, aligned with --translation.")
 flags.DEFINE_bool("tokenized_bleu", True, "Also report the paper's BLEU: Moses-tokenized, "
                   "compound-split (##AT##-##AT##), multi-bleu.perl.")
+flags.DEFINE_bool("lowercased_bleu", False, "Also report BLEU on lowercased Moses-tokenized "
+                  "text without compound splitting (how Multi30k results are published).")
 flags.DEFINE_bool("chrf", True, "Also report sacreBLEU's chrF.")
 flags.DEFINE_string("language", "de", "Target language, for the Moses tokenizer of "
                     "--tokenized_bleu.")
@@ -47,6 +50,9 @@ def main(argv):
   scores = {"bleu": bleu.sacrebleu_score(hypotheses, references)}
   if FLAGS.tokenized_bleu:
     scores["tokenized_bleu"] = bleu.tokenized_bleu(hypotheses, references, FLAGS.language)
+  if FLAGS.lowercased_bleu:
+    scores["lowercased_tokenized_bleu"] = bleu.lowercased_tokenized_bleu(
+        hypotheses, references, FLAGS.language)
   if FLAGS.chrf:
     scores["chrf"] = bleu.chrf(hypotheses, references)
   for score in scores.values():

@@ -106,6 +106,20 @@ def test_tokenized_bleu_tokenizes_splits_then_scores():
   assert "tok:moses-de|split:compound-atat|smooth:none" in score.signature
 
 
+def test_lowercased_tokenized_bleu_ignores_case_and_splits_punctuation():
+  hypotheses = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball!"]
+  references = ["ein Hund läuft über eine Wiese .", "zwei Männer spielen Fußball!"]
+  lowered = [["ein", "hund", "läuft", "über", "die", "wiese", "."],
+             ["zwei", "männer", "spielen", "fußball", "!"]]
+  expected = brute_force_multi_bleu(
+      [" ".join(t) for t in lowered],
+      ["ein hund läuft über eine wiese .", "zwei männer spielen fußball !"])
+  score = bleu.lowercased_tokenized_bleu(hypotheses, references, "de")
+  assert score.score == pytest.approx(expected, abs=1e-9) and 0 < expected < 100
+  assert "case:lc|tok:moses-de" in score.signature
+  assert score.score > bleu.tokenized_bleu(hypotheses, references, "de").score  # Case counted.
+
+
 def test_scores_on_toy_text_match_sacrebleu_api():
   hypotheses, references = ["Das ist ein kleiner Test ."], ["Das ist ein kleiner Test !"]
   assert bleu.sacrebleu_score(hypotheses, references).score == pytest.approx(

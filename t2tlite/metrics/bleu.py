@@ -111,6 +111,20 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str],
   return dataclasses.replace(result, name="tokenized BLEU", signature=signature)
 
 
+def lowercased_tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str],
+                              lang: str = "de") -> Score:
+  """BLEU as the Multi30k literature reports it: lowercased, Moses-tokenized, multi-bleu.perl.
+
+  No compound splitting (that was the WMT14 en-de convention only).
+  """
+  check_lengths(hypotheses, references)
+  prepare = lambda line: moses_tokenize(line, lang).lower()
+  result = multi_bleu([prepare(h) for h in hypotheses], [prepare(r) for r in references])
+  signature = (f"nrefs:1|case:lc|tok:moses-{lang}|smooth:none|"
+               f"sacremoses:{metadata.version('sacremoses')}|version:{sacrebleu.__version__}")
+  return dataclasses.replace(result, name="lowercased tokenized BLEU", signature=signature)
+
+
 def multi_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Score:
   """multi-bleu.perl on already tokenized text: whitespace tokens, cased, no smoothing.
 
