@@ -42,6 +42,7 @@ setup(
             "t2t-datagen=t2tlite.bin.t2t_datagen:run",
             "t2t-avg-all=t2tlite.bin.t2t_avg_all:run",
             "t2t-bleu=t2tlite.bin.t2t_bleu:run",
+            "t2t-parse-eval=t2tlite.bin.t2t_parse_eval:run",
         ],
     },
 )
