@@ -43,6 +43,7 @@ setup(
             "t2t-avg-all=t2tlite.bin.t2t_avg_all:run",
             "t2t-bleu=t2tlite.bin.t2t_bleu:run",
             "t2t-plot-curves=t2tlite.bin.t2t_plot_curves:run",
+            "t2t-parse-eval=t2tlite.bin.t2t_parse_eval:run",
         ],
     },
 )

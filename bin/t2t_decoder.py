@@ -54,8 +54,11 @@ def main(argv):
   encoders = problem.encoders(FLAGS.data_dir)
   start = time.perf_counter()
   decoder = Decoder(model, decode_hparams)
-  decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"])
+  postprocess = problem.decode_postprocessor()
+  decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"], postprocess)
   seconds = time.perf_counter() - start
+  if hasattr(postprocess, "summary"):
+    logging.info("%s", postprocess.summary())
   if decoder.truncated:
     logging.warning("%d of %d sources were longer than %d tokens and were truncated",
                     decoder.truncated, len(sources), decoder.max_input_length)

@@ -9,7 +9,7 @@ in memory so no datagen step is needed.
 """
 
 import os
-from typing import Dict, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -62,6 +62,15 @@ class Problem:
     """(source lines, target lines) of a dev/test split, as t2t-decoder reads them."""
     pairs = list(self.text_pairs(split, None))
     return [s for s, _ in pairs], [t for _, t in pairs]
+
+  def decode_postprocessor(self) -> Optional[Callable[[str, str], str]]:
+    """None, or `f(source line, decoded text) -> output line` for every decoded hypothesis.
+
+    Parsing turns the decoded token sequence back into a tree over the source
+    words (problems/parsing.py). A returned object with a `summary()` method
+    has it logged after decoding.
+    """
+    return None
 
   # --- Derived ---
   def vocab_sizes(self, data_dir: Optional[str] = None) -> Tuple[int, int]:

@@ -8,7 +8,7 @@ computed once, and its cross-attention keys/values once per sentence inside
 `Transformer.initial_decode_state`.
 """
 
-from typing import List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -109,18 +109,22 @@ class Decoder:
     """Source ids (without EOS) -> best target ids (without EOS), in input order."""
     return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]
 
-  def decode_lines(self, lines: Sequence[str], input_encoder, target_encoder) -> List[str]:
+  def decode_lines(self, lines: Sequence[str], input_encoder, target_encoder,
+                   postprocess: Optional[Callable[[str, str], str]] = None) -> List[str]:
     """Text in, text out, one line per source; an empty line decodes to an empty line.
 
     With return_beams / nbest the line holds the hypotheses tab-separated, best
     first; write_beam_scores puts each hypothesis' score after it.
+    `postprocess(source line, hypothesis)` rewrites each hypothesis (parsing:
+    the tree over the source words).
     """
     sources = [input_encoder.encode(line) if line.strip() else [] for line in lines]
     out = []
-    for beams in self.decode_nbest(sources):
+    for line, beams in zip(lines, self.decode_nbest(sources)):
       fields = []
       for ids, score in beams:
-        fields.append(target_encoder.decode(ids))
+        text = target_encoder.decode(ids)
+        fields.append(postprocess(line, text) if postprocess else text)
         if self.hparams.write_beam_scores:
           fields.append(f"{score:.4f}")
       out.append("\t".join(fields))

@@ -163,7 +163,10 @@ class Trainer:
       self._dev_text = (sources, references, encoders["inputs"], encoders["targets"])
     sources, references, source_encoder, target_encoder = self._dev_text
     start = time.perf_counter()
-    decodes = self._dev_decoder.decode_lines(sources, source_encoder, target_encoder)
+    postprocess = self.problem.decode_postprocessor()
+    decodes = self._dev_decoder.decode_lines(sources, source_encoder, target_encoder, postprocess)
+    if hasattr(postprocess, "summary"):
+      logging.info("dev decodes: %s", postprocess.summary())
     scores = scoring.score(decodes, references, self.problem.eval_metrics)
     logging.info("decoded %d dev sentences in %.1f s (%d batch shapes so far): %s", len(sources),
                  time.perf_counter() - start, len(self._dev_decoder.shapes_seen),

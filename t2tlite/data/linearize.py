@@ -1,0 +1,176 @@
+"""Trees as token sequences and back: the parser's target side (Vinyals & Kaiser et al. 2014).
+
+Source = the words; target = the normalised tree (`trees.normalize`) written
+depth first, each constituent as `(LABEL ... )LABEL` and each pre-terminal as
+`XX` (POS tags normalised away, as in "Grammar as a Foreign Language"):
+
+  Pierre Vinken will join the board .
+  (S (NP XX XX )NP (VP XX (VP XX (NP XX XX )NP )VP )VP XX )S
+
+`delinearize` inverts it for decoded output, which need not be well formed.
+It always returns a tree over exactly the source words, repairing and
+counting what it had to (`Repairs`), so every decoded sentence can be scored:
+
+- `extra_close`: `)X` with nothing open: dropped;
+- `mismatched_close`: `)X` closing an open `Y`: it closes the innermost open
+  constituent anyway (the label on a closing bracket is redundant);
+- `unclosed`: constituents still open at the end: closed there;
+- `unknown_token`: anything else (a bare `(`, a stray word): dropped;
+- `extra_words`: more `XX` than source words: the extra slots are dropped;
+- `missing_words`: fewer `XX` than source words: the rest are appended, as
+  `XX` pre-terminals, to the last top-level constituent (so a sentence-level
+  S still spans the sentence), or under the root if there is none;
+- `empty_constituent`: a constituent that ends up dominating no word: dropped.
+
+The result is rooted in `TOP` (deleted by EVALB's COLLINS.prm), holding the
+decoded top-level constituents; `(TOP (S ...))` for a well-formed decode.
+"""
+
+import collections
+from typing import Optional, Sequence, Tuple
+
+from t2tlite.data import trees
+from t2tlite.data.trees import Tree
+
+POS_TOKEN = "XX"  # Every POS tag becomes this one token (Vinyals et al.'s normalisation).
+ROOT = "TOP"  # Root label of delinearized trees; EVALB's COLLINS.prm deletes it.
+REPAIR_KINDS = ("extra_close", "mismatched_close", "unclosed", "unknown_token", "extra_words",
+                "missing_words", "empty_constituent")
+
+
+class Repairs(collections.Counter):
+  """Counts of each repair kind, plus `sentences` seen and `repaired_sentences`."""
+
+  def summary(self) -> str:
+    kinds = ", ".join(f"{k} {self[k]}" for k in REPAIR_KINDS if self[k])
+    return (f"{self['repaired_sentences']} of {self['sentences']} decoded trees repaired"
+            + (f" ({kinds})" if kinds else ""))
+
+
+def linearize(tree: Tree) -> Tuple[str, str]:
+  """(source words, target tokens) of an already normalised tree (`trees.normalize`).
+
+  A TOP root with several children (a treebank root holding more than one
+  tree) is not written; its children follow one another, which `delinearize`
+  gathers back under TOP.
+  """
+  tokens = []
+
+  def write(node: Tree):
+    if node.is_preterminal:
+      tokens.append(POS_TOKEN)
+      return
+    tokens.append("(" + node.label)
+    for child in node.children:
+      write(child)
+    tokens.append(")" + node.label)
+
+  for top in (tree.children if tree.label == ROOT else [tree]):
+    write(top)
+  return " ".join(tree.words()), " ".join(tokens)
+
+
+def delinearize(target: str, words: Sequence[str], repairs: Optional[Repairs] = None) -> Tree:
+  """A `TOP`-rooted tree over exactly `words` from decoded target tokens (module docstring)."""
+  counts = collections.Counter()
+  root = Tree(ROOT, [])
+  stack = [root]
+  used = 0
+
+  def close():
+    node = stack.pop()
+    if node.children:
+      stack[-1].children.append(node)
+    else:
+      counts["empty_constituent"] += 1
+
+  for token in target.split():
+    if token == POS_TOKEN:
+      if used < len(words):
+        stack[-1].children.append(Tree(POS_TOKEN, [words[used]]))
+        used += 1
+      else:
+        counts["extra_words"] += 1
+    elif token.startswith("(") and len(token) > 1 and ")" not in token:
+      stack.append(Tree(token[1:], []))
+    elif token.startswith(")") and "(" not in token:
+      if len(stack) == 1:
+        counts["extra_close"] += 1
+        continue
+      if len(token) > 1 and token[1:] != stack[-1].label:
+        counts["mismatched_close"] += 1
+      close()
+    else:
+      counts["unknown_token"] += 1
+  while len(stack) > 1:
+    counts["unclosed"] += 1
+    close()
+  if used < len(words):
+    counts["missing_words"] += len(words) - used
+    host = root.children[-1] if root.children and not root.children[-1].is_preterminal else root
+    host.children.extend(Tree(POS_TOKEN, [w]) for w in words[used:])
+  if repairs is not None:
+    repairs.update(counts)
+    repairs["sentences"] += 1
+    repairs["repaired_sentences"] += bool(counts)
+  return root
+
+
+def decoded_tree_line(target: str, source: str, repairs: Optional[Repairs] = None) -> str:
+  """One decoded target line and its source line -> the EVALB line of the repaired tree."""
+  return delinearize(target, source.split(), repairs).to_string()
+
+
+def gold_pair(tree: Tree) -> Optional[Tuple[str, str]]:
+  """(source, target) a treebank tree trains on; None for a tree with no words (all traces)."""
+  normal = trees.normalize(tree)
+  return linearize(normal) if normal is not None else None
+
+
+def tags_from_gold(test_line: str, gold_line: str, placeholder: str = POS_TOKEN) -> Tuple[str, int]:
+  """The test tree with each `placeholder` tag replaced by the gold tag of its word.
+
+  EVALB decides which words are punctuation (COLLINS.prm deletes the tags
+  `, : `` '' .`) from each file's own tags, so a parse tagged only XX keeps
+  its punctuation while the gold drops it: every sentence would be a length
+  error. The model predicts no tags (Vinyals et al. normalise them away), so
+  before scoring its trees take their tags from the gold tree (traces
+  skipped), which changes no bracket. Tagging accuracy then measures nothing.
+  Returns (line, tags filled); lines that do not parse, or whose words differ
+  from the gold's, are returned unchanged for EVALB to judge.
+  """
+  if placeholder not in test_line:
+    return test_line, 0
+  try:
+    test = trees.read_tree(test_line)
+    gold = trees.remove_traces(trees.read_tree(gold_line))
+  except trees.TreeError:
+    return test_line, 0
+  gold_tagged = gold.tagged_words() if gold is not None else []
+  test_nodes = test.preterminals()
+  if [n.children[0] for n in test_nodes] != [w for _, w in gold_tagged]:
+    return test_line, 0
+  filled = 0
+  for node, (tag, _) in zip(test_nodes, gold_tagged):
+    if node.label == placeholder:
+      node.label = tag
+      filled += 1
+  return test.to_string(), filled
+
+
+
+class TreeRepairer:
+  """`(source line, decoded target) -> EVALB tree line`, counting repairs across calls.
+
+  What `t2t-decoder` and the trainer's dev decoding apply to parsing output
+  (`Problem.decode_postprocessor`); `summary()` is what they log.
+  """
+
+  def __init__(self):
+    self.repairs = Repairs()
+
+  def __call__(self, source: str, decoded: str) -> str:
+    return decoded_tree_line(decoded, source, self.repairs)
+
+  def summary(self) -> str:
+    return self.repairs.summary()

@@ -1,0 +1,147 @@
+"""Treebank reading, the parser's normalisation, and Vinyals et al.'s linearization and its inverse."""
+
+import functools
+import os
+import zipfile
+
+import pytest
+
+from t2tlite.data import linearize, trees
+from t2tlite.data.linearize import Repairs, delinearize
+from t2tlite.data.trees import Tree
+
+
+@functools.lru_cache(maxsize=1)
+def sample_trees(shared_dir):
+  """Every tree of NLTK's sample, file by file, as the treebank has them (read once; don't mutate)."""
+  path = os.path.join(shared_dir, "data", "ptb", "treebank.zip")
+  with zipfile.ZipFile(path) as archive:
+    names = sorted(n for n in archive.namelist() if n.startswith("treebank/combined/wsj_"))
+    return [t for n in names for t in trees.read_trees(archive.read(n).decode(), n)]
+
+
+def all_xx(tree):
+  """The tree with every POS tag replaced by XX (what linearization forgets)."""
+  if tree.is_preterminal:
+    return Tree("XX", list(tree.children))
+  return Tree(tree.label, [all_xx(c) for c in tree.children])
+
+
+def test_reads_ptb_trees_with_the_unlabeled_root():
+  text = "( (S (NP-SBJ (NNP Mr.) (NNP Vinken)) (VP (VBZ is)) (. .)) )\n((NP (DT the)))"
+  first, second = trees.read_trees(text)
+  assert first.label == "" and first.children[0].label == "S"
+  assert first.words() == ["Mr.", "Vinken", "is", "."]
+  assert first.tagged_words()[0] == ("NNP", "Mr.")
+  assert second.to_string() == "( (NP (DT the)))"
+  assert trees.evalb_line(first) == "(TOP (S (NP-SBJ (NNP Mr.) (NNP Vinken)) (VP (VBZ is)) (. .)))"
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("(S (NP (DT a))", "line 1: 1 bracket(s) never closed"),
+    ("(S (DT a)))", "line 1: ')' closes nothing"),
+    ("(S (DT a))\nstray", "line 2: 'stray' outside any bracket"),
+])
+def test_unreadable_text_names_the_line(text, fragment):
+  with pytest.raises(trees.TreeError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+    list(trees.read_trees(text, "f.mrg"))
+
+
+def test_traces_and_what_dominates_only_traces_are_removed():
+  # EVALB README [6] 3: "(VP (VBD reported) (SBAR (-NONE- 0) (S (-NONE- *T*-1))))" -> "(VP (VBD reported))".
+  tree = trees.read_tree("(VP (VBD reported) (SBAR (-NONE- 0) (S (-NONE- *T*-1))))")
+  assert trees.remove_traces(tree).to_string() == "(VP (VBD reported))"
+  assert trees.remove_traces(trees.read_tree("(NP (-NONE- *))")) is None
+
+
+@pytest.mark.parametrize("label,stripped", [
+    ("NP-SBJ", "NP"), ("NP-SBJ-1", "NP"), ("NP=2", "NP"), ("ADVP-PRD-LOC=3", "ADVP"),
+    ("NP-SBJ=1-3", "NP"), ("ADVP|PRT", "ADVP|PRT"), ("S", "S")])
+def test_function_tags_are_cut_at_the_first_dash_or_equals(label, stripped):
+  assert trees.strip_function_tag(label) == stripped
+
+
+def test_linearization_of_the_papers_example():
+  # Vinyals & Kaiser et al. 2014, Figure 1, with POS tags normalised to XX.
+  tree = trees.normalize(trees.read_tree(
+      "( (S (NP-SBJ (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)) )"))
+  source, target = linearize.linearize(tree)
+  assert source == "John has a dog ."
+  assert target == "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"
+
+
+def test_every_sample_tree_round_trips(shared_dir):
+  """Linearize then delinearize all 3914 trees: the normalised tree, tags XX, no repair."""
+  sample = sample_trees(shared_dir)
+  assert len(sample) == 3914
+  repairs = Repairs()
+  identical = 0
+  for tree in sample:
+    source, target = linearize.gold_pair(tree)
+    back = delinearize(target, source.split(), repairs)
+    expected = all_xx(trees.normalize(tree))
+    identical += back == Tree("TOP", [expected])
+  assert identical == 3914
+  assert repairs["sentences"] == 3914 and repairs["repaired_sentences"] == 0
+  assert sum(repairs[k] for k in linearize.REPAIR_KINDS) == 0
+
+
+WORDS = "John has a dog .".split()
+
+
+@pytest.mark.parametrize("decoded,expected,kinds", [
+    # Well formed.
+    ("(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))", {}),
+    # A close with nothing open is dropped.
+    ("(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))", {"extra_close": 1}),
+    # )NP closing a VP closes the VP anyway.
+    ("(S (NP XX )NP (VP XX XX XX )NP XX )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (XX a) (XX dog)) (XX .)))", {"mismatched_close": 1}),
+    # Open at the end: closed there.
+    ("(S (NP XX )NP (VP XX (NP XX XX",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))",
+     {"unclosed": 3, "missing_words": 1}),
+    # One XX too many: the extra slot is dropped (and so is the NP it alone filled).
+    ("(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX (NP XX )NP )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))",
+     {"extra_words": 1, "empty_constituent": 1}),
+    # Two words short: appended to the last top-level constituent.
+    ("(S (NP XX )NP (VP XX (NP XX )NP )VP )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a))) (XX dog) (XX .)))", {"missing_words": 2}),
+    # Garbage tokens are skipped; nothing decoded at all leaves the words under TOP.
+    ("( foo", "(TOP (XX John) (XX has) (XX a) (XX dog) (XX .))",
+     {"unknown_token": 2, "missing_words": 5}),
+    ("", "(TOP (XX John) (XX has) (XX a) (XX dog) (XX .))", {"missing_words": 5}),
+    # Two top-level constituents stay side by side under TOP.
+    ("(NP XX )NP (VP XX XX XX XX )VP",
+     "(TOP (NP (XX John)) (VP (XX has) (XX a) (XX dog) (XX .)))", {}),
+])
+def test_delinearize_repairs_and_counts(decoded, expected, kinds):
+  repairs = Repairs()
+  tree = delinearize(decoded, WORDS, repairs)
+  assert tree.to_string() == expected
+  assert tree.words() == WORDS  # Always exactly the source words.
+  assert {k: repairs[k] for k in linearize.REPAIR_KINDS if repairs[k]} == kinds
+  assert repairs["repaired_sentences"] == (1 if kinds else 0)
+
+
+def test_repairer_counts_across_sentences():
+  repairer = linearize.TreeRepairer()
+  repairer("John has a dog .", "(S XX XX XX XX XX )S")
+  repairer("John has a dog .", "(S XX XX XX )S )S")
+  assert repairer.summary() == ("1 of 2 decoded trees repaired (extra_close 1, "
+                                "missing_words 2)")
+
+
+def test_tags_from_gold_fills_placeholders_only_where_the_words_agree():
+  gold = "(TOP (S (NP-SBJ (NNP John)) (VP (VBZ has) (NP (-NONE- *T*) (DT a) (NN dog))) (. .)))"
+  test = "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))"
+  filled, count = linearize.tags_from_gold(test, gold)
+  assert filled == "(TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))"
+  assert count == 5
+  other_words = test.replace("dog", "cat")
+  assert linearize.tags_from_gold(other_words, gold) == (other_words, 0)
+  tagged = "(TOP (S (NP (NN John)) (VP (VBZ has))))"
+  assert linearize.tags_from_gold(tagged, gold) == (tagged, 0)
