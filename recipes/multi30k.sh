@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Multi30k English -> German or French on 2 CPU cores, time-bounded, as in docs/results.md.
+#
+#   bash recipes/multi30k.sh de|fr [OUT_DIR] [MULTI30K_DIR]
+#
+# MULTI30K_DIR holds (or receives, downloaded) {train,val,test_2016_flickr}.{en,de,fr}.gz;
+# default ../shared/data/multi30k when it exists. Trains transformer_multi30k for TRAIN_MINUTES
+# (default 60) of wall time (TRAIN_STEPS, default 100000, is only an upper bound), checkpointing
+# every SAVE_STEPS (500), decoding 300 dev sentences at each evaluation (dev BLEU curve), then
+# averages the last AVERAGE_LAST_N (5) checkpoints, decodes test_2016_flickr with the paper's
+# beam 4 / alpha 0.6 / +50, and scores it: sacreBLEU (cased, detokenized) and the lowercased
+# Moses-tokenized BLEU that Multi30k papers publish. Rerunning resumes from the last checkpoint.
+# Writes OUT_DIR/{test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
+set -euo pipefail
+LANG_TGT=${1:?usage: multi30k.sh de|fr [OUT_DIR] [MULTI30K_DIR]}
+OUT=${2:-runs/multi30k_en${LANG_TGT}}
+RAW=${3:-$( [ -d ../shared/data/multi30k ] && echo ../shared/data/multi30k || echo "$OUT/raw" )}
+MINUTES=${TRAIN_MINUTES:-60}
+STEPS=${TRAIN_STEPS:-100000}
+SAVE=${SAVE_STEPS:-500}
+AVG=${AVERAGE_LAST_N:-5}
+PROBLEM=multi30k_en${LANG_TGT}
+
+t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW"
+t2t-trainer --problem=$PROBLEM --hparams_set=transformer_multi30k --hparams="${HPARAMS:-xla=false}" \
+  --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" \
+  --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
+  --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG"
+AVERAGED=$(ls -t "$OUT"/train/averaged/ckpt-*.index | head -1)
+t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$OUT/train" \
+  --checkpoint_path="${AVERAGED%.index}" --decode_split=test \
+  --decode_to_file="$OUT/test_2016.$LANG_TGT" --overwrite \
+  --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
+t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$RAW/test_2016_flickr.$LANG_TGT.gz" \
+  --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"
+t2t-plot-curves --output_dir="$PROBLEM=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
+  --title="transformer_multi30k, $PROBLEM"
