@@ -10,7 +10,11 @@ vocab 8000; override with --base_vocab/--tiny_vocab):
     `t2tlite.models.transformer.Transformer` with `make_optimizer` (Noam LR, Adam 0.9/0.98/1e-9,
     label-smoothed CE 0.1 with padding masked, accuracy counts, global gradient norm; the whole
     update one XLA cluster when --xla true). Model: post-norm, tied 3-way embeddings, dropout as
-    in the hparams set (0.1 residual/embedding). Dtype from --dtype (float32 | mixed_bfloat16).
+    in the hparams set (0.1 residual/embedding). Dtype from --dtype (float32 | mixed_bfloat16 |
+    mixed_float16). --devices N mirrors over N logical CPU devices (MirroredStrategy, --batch
+    rows per device, as hparams batch_size is per device); --accumulate N sums N micro-batches
+    of --batch rows per update (hparams accumulate_steps). A step then trains on
+    batch x devices x accumulate rows, and tok/s counts all of them.
   * torch: bench/peers/torch_transformer.py, `torch.nn.Transformer` built to the same shape
     (d_model, heads, d_ff, layers, vocab, post-norm, no attention biases, tied embedding/softmax,
     the hparams set's dropouts, label smoothing 0.1, Adam(0.9, 0.98, 1e-9)), run by --torch_python
@@ -41,6 +45,8 @@ Usage:
   python bench/train_throughput.py --shapes base,tiny
   python bench/train_throughput.py --shapes base --dtype mixed_bfloat16 --compare_xla
   python bench/train_throughput.py --shapes base --tfm_python /work/venvs/tfmvenv/bin/python
+  python bench/train_throughput.py --shapes base --torch_python '' --xla false \
+      --ours_variants float32:false:2,mixed_bfloat16:false,mixed_bfloat16:false:2
 Prints a table; --output_json writes every raw step time, the machine and the flags.
 """
 
@@ -55,6 +61,7 @@ import time
 from bench_util import machine_info, run_worker, str2bool  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_PEER = os.path.join(HERE, "peers", "torch_transformer.py")
 TFM_PEER_DEFAULT = "/work/shared/peers/peerB_tfm.py"
@@ -70,14 +77,18 @@ def parse_args(argv=None):
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--shapes", default="base,tiny", help="comma list of: " + ",".join(SHAPES))
   p.add_argument("--rounds", type=int, default=3)
-  p.add_argument("--dtype", default="float32", choices=["float32", "mixed_bfloat16"],
+  p.add_argument("--dtype", default="float32", choices=list(SHORT_DTYPE),
                  help="ours: hparams dtype")
+  p.add_argument("--devices", type=int, default=1,
+                 help="ours: logical CPU devices to mirror over (MirroredStrategy when > 1)")
+  p.add_argument("--accumulate", type=int, default=1,
+                 help="ours: hparams accumulate_steps (micro-batches per update)")
   p.add_argument("--xla", type=str2bool, default=True, help="ours: hparams xla")
   p.add_argument("--compare_xla", action="store_true",
                  help="also measure ours with the opposite --xla in every round")
   p.add_argument("--ours_variants", default="",
                  help="more configurations of ours measured in every round, comma list of "
-                      "DTYPE:XLA, e.g. mixed_bfloat16:false,float32:false")
+                      "DTYPE:XLA[:DEVICES[:ACCUMULATE]], e.g. mixed_bfloat16:false,float32:false:2")
   p.add_argument("--batch", type=int, default=64)
   p.add_argument("--src_len", type=int, default=32)
   p.add_argument("--tgt_len", type=int, default=32)
@@ -129,7 +140,8 @@ def hparams_for(args, shape, xla=None, dtype=None):
   hp = registry.hparams(SHAPES[shape][0]).replace(input_vocab_size=V, target_vocab_size=V)
   xla = args.xla if xla is None else xla
   dtype = dtype or args.dtype
-  return hp.override(f"xla={'true' if xla else 'false'},dtype={dtype}")
+  return hp.override(f"xla={'true' if xla else 'false'},dtype={dtype},"
+                     f"accumulate_steps={args.accumulate}")
 
 
 def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
@@ -147,17 +159,21 @@ def run_ours(args):
   import tensorflow as tf
   import keras
   from t2tlite.models.transformer import Transformer
+  from t2tlite.training import distribution
   from t2tlite.training.optimization import make_optimizer
   from t2tlite.training.train_step import make_train_step
 
+  strategy = distribution.make_strategy(cpu_devices=args.devices)  # Before any op runs.
   hp = hparams_for(args, args.shape)
   warmup, steps = steps_for(args, args.shape)
-  V, B, S, T = hp.target_vocab_size, args.batch, args.src_len, args.tgt_len
+  V, S, T = hp.target_vocab_size, args.src_len, args.tgt_len
+  B = args.batch * args.devices * args.accumulate  # Rows per update (global batch).
   keras.utils.set_random_seed(0)
-  model = Transformer(hp)
-  opt = make_optimizer(hp)
-  opt.build(model.trainable_variables)
-  step = make_train_step(model, opt, hp)
+  with strategy.scope():
+    model = Transformer(hp)
+    opt = make_optimizer(hp)
+    opt.build(model.trainable_variables)
+  step = make_train_step(model, opt, hp, strategy)
   rng = np.random.default_rng(1)
   batch = {"inputs": tf.constant(rng.integers(2, V, (B, S)), tf.int32),
            "targets": tf.constant(rng.integers(2, V, (B, T)), tf.int32)}
@@ -175,6 +191,8 @@ def run_ours(args):
                             hp.num_decoder_layers, V)
   return dict(system="t2tlite", tf=tf.__version__, keras=keras.__version__,
               hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, xla=hp.xla,
+              devices=args.devices, accumulate=args.accumulate,
+              strategy=distribution.describe(strategy), tokens_per_update=B * T,
               params=int(sum(int(np.prod(v.shape)) for v in model.trainable_variables)),
               intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
               inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
@@ -196,22 +214,34 @@ def run_subprocess(label, cmd, args):
   return res
 
 
-SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16"}
-
-
 def ours_variants(args):
-  """[(dtype, xla)]: the main configuration first, then --compare_xla's and --ours_variants'."""
-  out = [(args.dtype, args.xla)]
+  """[(dtype, xla, devices, accumulate)]: the main configuration, then --compare_xla's and
+  --ours_variants'."""
+  out = [(args.dtype, args.xla, args.devices, args.accumulate)]
   if args.compare_xla:
-    out.append((args.dtype, not args.xla))
+    out.append((args.dtype, not args.xla, args.devices, args.accumulate))
   for item in [x for x in args.ours_variants.split(",") if x]:
-    dtype, _, xla = item.partition(":")
-    if dtype not in SHORT_DTYPE:
-      sys.exit(f"--ours_variants: dtype must be one of {sorted(SHORT_DTYPE)}, got {dtype!r}")
-    v = (dtype, str2bool(xla or "true"))
+    fields = item.split(":")
+    if fields[0] not in SHORT_DTYPE or len(fields) > 4:
+      sys.exit(f"--ours_variants: expected DTYPE:XLA[:DEVICES[:ACCUMULATE]] with DTYPE one of "
+               f"{sorted(SHORT_DTYPE)}, got {item!r}")
+    try:
+      v = (fields[0], str2bool(fields[1] if len(fields) > 1 else "true"),
+           int(fields[2]) if len(fields) > 2 else 1, int(fields[3]) if len(fields) > 3 else 1)
+    except (ValueError, argparse.ArgumentTypeError) as e:
+      sys.exit(f"--ours_variants: {item!r}: {e}")
     if v not in out:
       out.append(v)
   return out
+
+
+def variant_key(index, variant):
+  dtype, xla, devices, accumulate = variant
+  if index == 0:
+    return "ours"
+  return (f"ours_{SHORT_DTYPE[dtype]}_xla_{'on' if xla else 'off'}" +
+          (f"_dev{devices}" if devices != 1 else "") + (f"_acc{accumulate}" if accumulate != 1
+                                                         else ""))
 
 
 def systems_for(args, shape):
@@ -222,13 +252,15 @@ def systems_for(args, shape):
   common = ["--batch", str(args.batch), "--src_len", str(args.src_len),
             "--tgt_len", str(args.tgt_len), "--warmup", str(warmup), "--steps", str(steps)]
   me = [sys.executable, os.path.abspath(__file__), "--worker=ours", f"--shape={shape}",
-        f"--dtype={args.dtype}", f"--base_vocab={args.base_vocab}",
-        f"--tiny_vocab={args.tiny_vocab}"] + common
+        f"--base_vocab={args.base_vocab}", f"--tiny_vocab={args.tiny_vocab}"] + common
   out = []
-  for i, (dtype, xla) in enumerate(ours_variants(args)):
-    key = "ours" if i == 0 else f"ours_{SHORT_DTYPE[dtype]}_xla_{'on' if xla else 'off'}"
-    me_v = [x if not x.startswith("--dtype=") else f"--dtype={dtype}" for x in me]
-    out.append((key, f"t2tlite {dtype} xla={'on' if xla else 'off'}", me_v + [f"--xla={xla}"]))
+  for i, (dtype, xla, devices, accumulate) in enumerate(ours_variants(args)):
+    label = (f"t2tlite {dtype} xla={'on' if xla else 'off'}" +
+             (f" {devices} devices" if devices != 1 else "") +
+             (f" accumulate {accumulate}" if accumulate != 1 else ""))
+    out.append((variant_key(i, (dtype, xla, devices, accumulate)), label, me + [
+        f"--dtype={dtype}", f"--xla={xla}", f"--devices={devices}",
+        f"--accumulate={accumulate}"]))
   amps = [x for x in args.torch_amp.split(",") if x] if args.torch_python else []
   for i, amp in enumerate(amps):
     out.append(("torch" if i == 0 else f"torch_{amp}", f"torch.nn.Transformer amp={amp}", [

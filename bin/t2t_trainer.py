@@ -4,8 +4,11 @@
       --output_dir=runs/reverse --train_steps=3000
   t2t-trainer --hparams_set=transformer_base --describe --vocab_size=37000
 
-Run it again with the same flags after an interruption and it resumes from
-the last checkpoint in --output_dir.
+Every visible GPU trains (MirroredStrategy; --num_gpus / --gpu_ids narrow
+it); several machines train together with --worker_hosts=h0:port,h1:port and
+--task_index=i on each (or TF_CONFIG). --hparams=accumulate_steps=N sums N
+micro-batches per update. Run it again with the same flags after an
+interruption and it resumes from the last checkpoint in --output_dir.
 """
 
 from absl import flags
@@ -35,6 +38,15 @@ flags.DEFINE_bool("describe", False, "Build the model without data, print its su
                   "parameter count, and exit.")
 flags.DEFINE_integer("vocab_size", None, "Vocabulary size for --describe (default: the "
                      "problem's, or 37000, the paper's EN-DE BPE vocabulary).")
+flags.DEFINE_integer("num_gpus", -1, "GPUs to mirror over, the first N visible (-1: all; "
+                     "0: CPU only). hparams batch_size is tokens per GPU.")
+flags.DEFINE_string("gpu_ids", "", "Comma list of GPU indices to use instead of --num_gpus.")
+flags.DEFINE_integer("cpu_devices", 1, "Without GPUs: logical CPU devices to mirror over "
+                     "(exercises MirroredStrategy on a CPU machine; no speed-up).")
+flags.DEFINE_string("worker_hosts", "", "host:port of every worker, comma-separated, the same "
+                    "on all of them: MultiWorkerMirroredStrategy (else TF_CONFIG, if set).")
+flags.DEFINE_integer("task_index", 0, "This worker's index in --worker_hosts (0 is the chief, "
+                     "which alone writes --output_dir).")
 
 
 def main(argv):
@@ -53,9 +65,14 @@ def main(argv):
       random_seed=FLAGS.random_seed, average_last_n=FLAGS.average_last_n,
       eval_decode=FLAGS.eval_decode, eval_decode_lines=FLAGS.eval_decode_lines,
       eval_decode_hparams=FLAGS.eval_decode_hparams)
-  from t2tlite.training.trainer import Trainer  # TensorFlow loads after flag errors.
-  trainer = Trainer(problem, hparams, cli.require("output_dir"), data_dir=FLAGS.data_dir,
-                    options=options, model_name=FLAGS.model,
+  output_dir = cli.require("output_dir")
+  from t2tlite.training import distribution  # TensorFlow loads after flag errors.
+  strategy = distribution.make_strategy(  # Before any TensorFlow op runs.
+      num_gpus=FLAGS.num_gpus, gpu_ids=FLAGS.gpu_ids, cpu_devices=FLAGS.cpu_devices,
+      worker_hosts=FLAGS.worker_hosts, task_index=FLAGS.task_index)
+  from t2tlite.training.trainer import Trainer
+  trainer = Trainer(problem, hparams, output_dir, data_dir=FLAGS.data_dir,
+                    options=options, model_name=FLAGS.model, strategy=strategy,
                     run_info={"hparams_set": FLAGS.hparams_set, "hparams": FLAGS.hparams})
   trainer.train()
 

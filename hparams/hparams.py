@@ -61,14 +61,15 @@ class HParams:
   clip_grad_norm: float = 0.0  # Global gradient-norm clip; 0 disables (the paper does not clip).
 
   # --- Batching (Section 5.1) ---
-  batch_size: int = 4096  # Tokens per device per step: examples x padded length (max of source, target), as in t2t.
+  batch_size: int = 4096  # Tokens per device per micro-batch: examples x padded length (max of source, target), as in t2t.
+  accumulate_steps: int = 1  # Micro-batches summed into one optimizer update: tokens per update = batch_size x devices x this.
   max_length: int = 256  # Training pairs longer than this (either side, with EOS) are dropped; 0 keeps all.
   min_length_bucket: int = 8  # Smallest length-bucket boundary.
   length_bucket_step: float = 1.1  # Ratio between consecutive bucket boundaries (> 1).
   shuffle_buffer_size: int = 10000  # Examples in the training shuffle buffer.
 
   # --- Numerics and compilation ---
-  dtype: str = "float32"  # Keras dtype policy: float32, mixed_bfloat16 or mixed_float16.
+  dtype: str = "float32"  # Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (with dynamic loss scaling).
   xla: bool = True  # XLA-compile the train step, the decode loop and attention.
 
   # --- Vocabulary: filled from the problem at run time, saved so decoding rebuilds the same model ---
@@ -80,7 +81,8 @@ class HParams:
       if getattr(self, name) not in choices:
         _fail(f"{name}={getattr(self, name)!r} must be one of {', '.join(choices)}")
     for name in ("num_encoder_layers", "num_decoder_layers", "d_model", "d_ff",
-                 "num_heads", "batch_size", "min_length_bucket", "max_position"):
+                 "num_heads", "batch_size", "accumulate_steps", "min_length_bucket",
+                 "max_position"):
       if getattr(self, name) < (0 if name.startswith("num_") and "layers" in name else 1):
         _fail(f"{name}={getattr(self, name)} must be positive")
     for name in ("d_k", "d_v", "max_length", "learning_rate_warmup_steps",

@@ -28,10 +28,11 @@ def user_errors() -> tuple:
   from t2tlite.data.subword import VocabularyError
   from t2tlite.hparams.hparams import HParamsError
   from t2tlite.problems.problem import ProblemError
+  from t2tlite.training.distribution import DistributionError
   from t2tlite.training.run_dir import RunDirError
   return (UsageError, registry.RegistryError, overrides.OverrideError, HParamsError,
           RunDirError, ProblemError, ParallelTextError, VocabularyError, FileNotFoundError,
-          UnicodeDecodeError)
+          UnicodeDecodeError, DistributionError)
 
 
 class UsageError(ValueError):

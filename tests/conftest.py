@@ -18,6 +18,22 @@ def _find_shared():
 
 
 SHARED = _find_shared()
+LOGICAL_CPUS = 2  # MirroredStrategy tests (test_distribute.py) mirror over 2 logical CPUs.
+
+
+def _split_cpu():
+  """Splits the CPU into logical devices, which TensorFlow allows only before it starts.
+
+  Done here, before any test runs an op; tests that use no strategy run on
+  /cpu:0 as before.
+  """
+  import tensorflow as tf
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * LOGICAL_CPUS)
+
+
+_split_cpu()
 
 
 def tiny_hparams(**changes):

@@ -18,8 +18,13 @@ TINY = ("--hparams=d_model=32,d_ff=64,num_heads=4,batch_size=512,length_bucket_s
 
 
 def command(name):
-  """The installed console script, or the module behind it when PATH lacks it."""
-  path = shutil.which(name)
+  """The console script installed beside this interpreter (else on PATH, else the module).
+
+  Beside sys.executable first: a PATH that puts another install first would
+  otherwise test that install's code.
+  """
+  beside = os.path.join(os.path.dirname(sys.executable), name)
+  path = beside if os.access(beside, os.X_OK) else shutil.which(name)
   module = "t2tlite.bin." + name.replace("-", "_")
   return [path] if path else [sys.executable, "-m", module]
 

@@ -11,6 +11,8 @@ process-wide counter, are keyed by their order in the model, so a resumed
 run continues the same random streams.
 """
 
+import hashlib
+
 import tensorflow as tf
 
 
@@ -30,3 +32,16 @@ def restore_model(model, path: str) -> None:
   """Restores only the model's variables from a training checkpoint; all must be found."""
   status = tf.train.Checkpoint(model=model_trackable(model)).restore(path)
   status.expect_partial().assert_existing_objects_matched()
+
+
+def weights_checksum(model) -> str:
+  """SHA-256 (first 16 hex digits) of every weight's path and bytes.
+
+  Logged at the end of training: every worker of a multi-worker run must
+  print the same value, and the chief's checkpoint reloads to it.
+  """
+  digest = hashlib.sha256()
+  for weight in model.weights:
+    digest.update(weight.path.encode())
+    digest.update(weight.numpy().tobytes())
+  return digest.hexdigest()[:16]

@@ -8,6 +8,11 @@ length_bucket_step), which keeps padding low, and every batch of a bucket has
 the same static shape [batch_size // L, L], so an XLA-compiled train step
 compiles once per bucket and never again.
 
+Under tf.distribute a batch is global: `batch_size` stays tokens per device
+(as in tensor2tensor), so a training batch holds replicas x accumulate_steps
+times the per-device rows, all of one bucket, which the strategy splits into
+equal per-replica parts (and the train step into micro-batches).
+
 Examples are dicts {"inputs": int32 [s], "targets": int32 [t]} with EOS
 already appended by the problem.
 """
@@ -46,7 +51,8 @@ def filter_max_length(dataset, max_length: int):
   return dataset.filter(lambda ex: example_length(ex) <= max_length)
 
 
-def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False):
+def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False,
+                    rows_multiple: int = 1):
   """Groups examples into token-budget batches of static shape per bucket.
 
   Args:
@@ -56,12 +62,14 @@ def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False):
     pad_batch: pad a bucket's last, partial batch with all-pad rows to the full
       batch size (for finite evaluation sets, so their shapes stay static too;
       all-pad rows carry zero loss weight).
+    rows_multiple: batches hold this many times the rows of one token budget
+      (replicas x micro-batches of a global batch).
   Returns:
     Dataset of {"inputs": [n, L], "targets": [n, L]} with n, L fixed per bucket.
   """
   boundaries = bucket_boundaries(max_length, hparams.min_length_bucket,
                                  hparams.length_bucket_step)
-  sizes = bucket_batch_sizes(boundaries, hparams.batch_size)
+  sizes = [n * rows_multiple for n in bucket_batch_sizes(boundaries, hparams.batch_size)]
   boundaries_t = tf.constant(boundaries, tf.int32)
   sizes_t = tf.constant(sizes, tf.int64)
 
@@ -90,18 +98,31 @@ def bucket_of(length: int, boundaries: List[int]) -> int:
   return min(bisect.bisect_left(boundaries, length), len(boundaries) - 1)
 
 
-def training_dataset(dataset, hparams, seed=None):
-  """Infinite, shuffled, filtered, token-batched training stream."""
+def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
+  """Infinite, shuffled, filtered stream of global batches for `replicas` devices.
+
+  Each batch holds replicas x accumulate_steps x (batch_size // L) rows of one
+  bucket of length L.
+  """
   max_length = hparams.max_length or _longest(dataset)
   dataset = filter_max_length(dataset, max_length)
   dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
-  return batch_by_length(dataset, hparams, max_length).prefetch(2)
+  return batch_by_length(dataset, hparams, max_length,
+                         rows_multiple=replicas * hparams.accumulate_steps).prefetch(2)
 
 
-def evaluation_dataset(dataset, hparams):
+def evaluation_dataset(dataset, hparams, replicas: int = 1):
   """One pass over every example (none filtered), token-batched with static shapes."""
   max_length = max(hparams.max_length, _longest(dataset))
-  return batch_by_length(dataset, hparams, max_length, pad_batch=True).prefetch(2)
+  return batch_by_length(dataset, hparams, max_length, pad_batch=True,
+                         rows_multiple=replicas).prefetch(2)
+
+
+def num_buckets(dataset, hparams) -> int:
+  """Bucket shapes the training stream can produce: the bound on XLA compilations."""
+  max_length = hparams.max_length or _longest(dataset)
+  return len(bucket_boundaries(max_length, hparams.min_length_bucket,
+                               hparams.length_bucket_step))
 
 
 def _longest(dataset) -> int:

@@ -2,7 +2,9 @@
 
 Noam: lrate = constant * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5),
 with step counted from 1 (the optimizer's `iterations` counts from 0, so the
-first update uses step 1; step 0 would be 0 / infinity).
+first update uses step 1; step 0 would be 0 / infinity). `iterations` counts
+optimizer updates, so with gradient accumulation the schedule advances once
+per N micro-batches, as it would with one N-times-larger batch.
 """
 
 import keras
@@ -37,8 +39,31 @@ def learning_rate_schedule(hparams):
   return hparams.learning_rate_constant
 
 
+class PreReducedAdam(keras.optimizers.Adam):
+  """Adam that applies gradients already summed over replicas.
+
+  Under tf.distribute, Keras's optimizer all-reduces (sums) the gradients it
+  is given. train_step.py needs the summed gradients *before* that, to take
+  the global norm and clip by it, so it all-reduces them itself, once, and
+  this optimizer skips its own second all-reduce (which would double every
+  gradient). tests/test_distribute.py checks the update against one device.
+  """
+
+  def _all_reduce_sum_gradients(self, grads_and_vars):
+    return grads_and_vars
+
+
 def make_optimizer(hparams):
-  """Adam with the paper's beta_1, beta_2 and epsilon, driven by the schedule."""
-  return keras.optimizers.Adam(
+  """Adam with the paper's beta_1, beta_2 and epsilon, driven by the schedule.
+
+  With dtype=mixed_float16 it is wrapped in Keras's dynamic LossScaleOptimizer
+  (float16 gradients underflow without it): the loss is multiplied by a scale
+  that halves on a non-finite gradient (that update is skipped) and doubles
+  after 2000 finite ones. bfloat16 has float32's exponent range and needs none.
+  """
+  adam = PreReducedAdam(
       learning_rate=learning_rate_schedule(hparams), beta_1=hparams.adam_beta1,
       beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon)
+  if hparams.dtype == "mixed_float16":
+    return keras.optimizers.LossScaleOptimizer(adam)
+  return adam

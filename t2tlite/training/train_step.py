@@ -1,49 +1,127 @@
 """One optimizer update and one evaluation step, compiled.
 
-The step runs under a `tf.distribute` strategy from day one: `strategy.run`
-executes the per-replica step (XLA-compiled when `hparams.xla`), and the
-metric sums are reduced across replicas. With the default strategy there is
-one replica and the whole update, optimizer included, is one XLA cluster.
-The loss is normalised by the real target tokens of the step.
+The step runs under a `tf.distribute` strategy: `strategy.run` executes the
+per-replica step and the metric sums are reduced across replicas.
+
+* Normalisation. The loss of an update is the sum of the smoothed
+  cross-entropy over every real target token of the *global* batch (all
+  replicas, all micro-batches) divided by that global token count, which is
+  all-reduced before the backward pass. Each replica's gradient is then its
+  share of the one-device gradient, and their sum (the all-reduce) is exactly
+  the one-device gradient of the global batch, whatever the replicas' token
+  counts. Normalising per replica would weight a replica's tokens by
+  1 / its own count instead.
+* Gradient accumulation (`hparams.accumulate_steps` = N). A replica's batch
+  holds N micro-batches of one bucket shape, [N * b, L]; a loop inside the
+  compiled step sums their gradients, and one optimizer update follows. So
+  the update is the N-times-larger batch's update, the Noam step counts
+  updates, and a checkpoint never falls between micro-batches.
+* Gradient norm and clipping use the all-reduced (global) gradient.
+* mixed_float16: the loss is multiplied by the LossScaleOptimizer's dynamic
+  scale; norms are reported unscaled, and a non-finite gradient skips the
+  update (the optimizer's `iterations` does not advance).
+* XLA (`hparams.xla`). With one device the whole update (gradients and
+  optimizer) is one XLA cluster. With MirroredStrategy or
+  MultiWorkerMirroredStrategy the forward/backward pass of each replica is
+  compiled, and the all-reduce and the optimizer run around it. Either way
+  `step` is traced once per batch shape, so XLA compiles once per bucket
+  shape; `compilations(step)` reports how many traces there were.
 """
 
+import keras
 import tensorflow as tf
 
-from t2tlite.training import losses
+from t2tlite.training import distribution, losses
 
 METRIC_KEYS = ("loss", "nll", "tokens", "correct", "sequences", "correct_sequences")
+SUM = tf.distribute.ReduceOp.SUM
 
 
 def _sums_dict(sums: losses.TokenLossSums):
   return {key: getattr(sums, key) for key in METRIC_KEYS}
 
 
+def real_tokens(targets):
+  """Non-pad target tokens of a batch, float32 (the loss normaliser)."""
+  return tf.reduce_sum(tf.cast(tf.not_equal(targets, losses.PAD_ID), tf.float32))
+
+
 def make_train_step(model, optimizer, hparams, strategy=None):
-  """Returns `step(batch) -> metric sums` (a tf.function) that applies one update."""
+  """Returns `step(batch) -> metric sums` (a tf.function) that applies one update.
+
+  `batch` is the global batch {"inputs": [R * N * b, S], "targets": [R * N * b, T]}
+  for R replicas and N = accumulate_steps micro-batches of b rows; replica r
+  trains on rows [r * N * b, (r + 1) * N * b).
+  """
   strategy = strategy or tf.distribute.get_strategy()
   variables = model.trainable_variables
+  num_micro = hparams.accumulate_steps
+  loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+  sync = distribution.needs_cross_replica_sync(strategy)
 
-  def replica_step(batch):
+  def micro_batch_gradients(batch, global_tokens):
+    """Gradients of (loss sum / global_tokens) for one micro-batch, and its metric sums."""
     with tf.GradientTape() as tape:
       logits = model(batch, training=True)
       sums = losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing)
-      loss = sums.loss / tf.maximum(sums.tokens, 1.0)
+      loss = sums.loss / global_tokens
+      if loss_scaled:
+        loss = optimizer.scale_loss(loss)
     grads = tape.gradient(loss, variables)
+    return [tf.convert_to_tensor(g) for g in grads], _sums_dict(sums)
+
+  def gradients(batch, global_tokens):
+    """Summed over the replica's micro-batches: no cross-replica communication in here."""
+    if num_micro == 1:
+      return micro_batch_gradients(batch, global_tokens)
+    micro = {k: tf.reshape(v, [num_micro, -1, tf.shape(v)[1]]) for k, v in batch.items()}  # [N, b, L]
+
+    def body(i, grads, sums):
+      g, s = micro_batch_gradients({k: v[i] for k, v in micro.items()}, global_tokens)
+      return (i + 1, [a + b for a, b in zip(grads, g)],
+              {k: sums[k] + s[k] for k in METRIC_KEYS})
+
+    zeros = ([tf.zeros_like(v) for v in variables], {k: tf.constant(0.0) for k in METRIC_KEYS})
+    _, grads, sums = tf.while_loop(lambda i, *_: i < num_micro, body, (0,) + zeros)
+    return grads, sums
+
+  def apply(grads):
+    """Clips by the global norm, updates the weights; returns the (unscaled) norm."""
+    scale = tf.convert_to_tensor(optimizer.dynamic_scale) if loss_scaled else 1.0
     grad_norm = tf.linalg.global_norm(grads)
     if hparams.clip_grad_norm > 0:
-      grads, _ = tf.clip_by_global_norm(grads, hparams.clip_grad_norm, use_norm=grad_norm)
+      grads, _ = tf.clip_by_global_norm(grads, hparams.clip_grad_norm * scale,
+                                        use_norm=grad_norm)
     optimizer.apply_gradients(zip(grads, variables))
-    out = _sums_dict(sums)
-    out["grad_norm"] = grad_norm
-    return out
+    return grad_norm / scale
 
-  compiled = tf.function(replica_step, jit_compile=hparams.xla)
+  def whole_step(batch):
+    """One device: tokens, gradients and update in one (XLA) function."""
+    grads, sums = gradients(batch, tf.maximum(real_tokens(batch["targets"]), 1.0))
+    sums["grad_norm"] = apply(grads)
+    return sums
 
-  # Traced once for any batch shape; XLA still compiles once per concrete bucket shape.
-  @tf.function(reduce_retracing=True)
+  compiled_gradients = tf.function(gradients, jit_compile=hparams.xla)
+
+  def synced_step(batch):
+    """Several replicas: all-reduce the token count, then the gradients."""
+    context = tf.distribute.get_replica_context()
+    global_tokens = context.all_reduce(SUM, real_tokens(batch["targets"]))
+    grads, sums = compiled_gradients(batch, tf.maximum(global_tokens, 1.0))
+    sums["grad_norm"] = apply(context.all_reduce(SUM, grads))
+    return sums
+
+  if sync:
+    replica_step = synced_step
+  else:
+    compiled_whole = tf.function(whole_step, jit_compile=hparams.xla)
+    replica_step = lambda batch: compiled_whole(batch)  # noqa: E731 (see make_eval_step)
+
+  # Traced once per batch shape, so XLA compiles once per bucket shape.
+  @tf.function
   def step(batch):
-    per_replica = strategy.run(compiled, args=(batch,))
-    return _reduce(strategy, per_replica)
+    batch = distribution.split_batch(strategy, batch)
+    return _reduce(strategy, strategy.run(replica_step, args=(batch,)))
 
   return step
 
@@ -58,17 +136,25 @@ def make_eval_step(model, hparams, strategy=None):
 
   compiled = tf.function(replica_step, jit_compile=hparams.xla)
 
-  @tf.function(reduce_retracing=True)
+  @tf.function
   def step(batch):
-    return _reduce(strategy, strategy.run(compiled, args=(batch,)))
+    # A plain function around the compiled one: strategy.run would otherwise
+    # compile one XLA program spanning every device, which CPUs cannot run.
+    batch = distribution.split_batch(strategy, batch)
+    return _reduce(strategy, strategy.run(lambda b: compiled(b), args=(batch,)))
 
   return step
+
+
+def compilations(step) -> int:
+  """How many batch shapes `step` has been traced (and, with XLA, compiled) for."""
+  return step.experimental_get_tracing_count()
 
 
 def _reduce(strategy, per_replica):
   """Sums over replicas; the gradient norm (identical on every replica) is averaged."""
   out = {}
   for key, value in per_replica.items():
-    op = tf.distribute.ReduceOp.MEAN if key == "grad_norm" else tf.distribute.ReduceOp.SUM
+    op = tf.distribute.ReduceOp.MEAN if key == "grad_norm" else SUM
     out[key] = strategy.reduce(op, value, axis=None)
   return out

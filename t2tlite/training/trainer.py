@@ -1,10 +1,13 @@
 """The training loop behind `t2t-trainer`.
 
-Builds the model and optimizer under a tf.distribute strategy scope, restores
-the latest checkpoint if the output directory has one (model, optimizer and
-the input iterator, so a run killed with `kill -9` continues on the same step
-with the same data), then alternates training steps, progress lines on
-stderr, TensorBoard summaries, periodic evaluation and checkpoints.
+Builds the model and optimizer under a tf.distribute strategy scope (one
+device, MirroredStrategy, or MultiWorkerMirroredStrategy; see
+distribution.py), restores the latest checkpoint if the output directory has
+one (model, optimizer and the input iterator, so a run killed with `kill -9`
+continues on the same step with the same data), then alternates training
+steps, progress lines on stderr, TensorBoard summaries, periodic evaluation
+and checkpoints. With several workers only the chief writes into the output
+directory, and every worker restores the chief's checkpoint.
 """
 
 import dataclasses
@@ -19,8 +22,8 @@ from absl import logging
 
 from t2tlite import registry
 from t2tlite.hparams.hparams import HParams
-from t2tlite.training import (averaging, checkpoints, input_pipeline, progress, run_dir,
-                              train_step)
+from t2tlite.training import (averaging, checkpoints, distribution, input_pipeline, progress,
+                              run_dir, train_step)
 from t2tlite.training.optimization import make_optimizer
 
 
@@ -54,9 +57,12 @@ class Trainer:
     self.data_dir = data_dir
     self.options = options
     self.strategy = strategy or tf.distribute.get_strategy()
-    run_dir.prepare(output_dir, self.hparams, dict(
-        run_info or {}, problem=problem.name, model=model_name))
-    keras.utils.set_random_seed(options.random_seed)
+    self.replicas = self.strategy.num_replicas_in_sync
+    self.is_chief = distribution.is_chief(self.strategy)
+    if self.is_chief:
+      run_dir.prepare(output_dir, self.hparams, dict(
+          run_info or {}, problem=problem.name, model=model_name))
+    keras.utils.set_random_seed(options.random_seed)  # The same seed on every worker.
 
     with self.strategy.scope():
       self.model = registry.model(model_name)(self.hparams)
@@ -66,40 +72,55 @@ class Trainer:
     if dropped:
       logging.info("max_length=%d drops %d training pairs with a longer side (EOS included)",
                    self.hparams.max_length, dropped)
+    train_examples = problem.dataset("train", data_dir)
+    self.num_buckets = input_pipeline.num_buckets(train_examples, self.hparams)
     train_data = input_pipeline.training_dataset(
-        problem.dataset("train", data_dir), self.hparams, seed=options.random_seed)
-    self.train_iterator = iter(self.strategy.experimental_distribute_dataset(train_data))
+        train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas)
+    self.train_iterator = iter(train_data)  # Global batches; the step splits them.
     self.checkpoint = tf.train.Checkpoint(
         model=checkpoints.model_trackable(self.model), optimizer=self.optimizer,
         train_iterator=self.train_iterator)
+    self.write_dir = distribution.checkpoint_write_dir(output_dir, self.strategy)
     self.manager = tf.train.CheckpointManager(
-        self.checkpoint, output_dir, max_to_keep=options.keep_checkpoint_max,
+        self.checkpoint, self.write_dir,
+        max_to_keep=options.keep_checkpoint_max if self.is_chief else 1,
         step_counter=self.optimizer.iterations)
     self._dev_decoder = None  # Built at the first evaluation that decodes.
     self.train_step = train_step.make_train_step(
         self.model, self.optimizer, self.hparams, self.strategy)
     self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
-    self.train_writer = tf.summary.create_file_writer(output_dir)
-    self.eval_writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
-    self.compiled_shapes = set()  # One XLA compilation per distinct batch shape.
+    if self.is_chief:
+      self.train_writer = tf.summary.create_file_writer(output_dir)
+      self.eval_writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
+    else:
+      self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
+    self._compilations = {"train": 0, "eval": 0}  # Traces (XLA compilations) seen so far.
 
   @property
   def step(self) -> int:
     return int(self.optimizer.iterations.numpy())
 
   def restore(self) -> int:
-    """Restores the latest checkpoint, if any; returns the step training resumes from."""
-    latest = self.manager.latest_checkpoint
+    """Restores the latest checkpoint, if any; returns the step training resumes from.
+
+    Every worker reads the chief's checkpoint, in --output_dir.
+    """
+    latest = tf.train.latest_checkpoint(self.output_dir)
     if latest:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
       logging.info("restored %s: resuming at step %d", latest, self.step)
     else:
       logging.info("no checkpoint in %s: starting from step 0", self.output_dir)
+    distribution.decorrelate_dropout(self.model, self.strategy)
     return self.step
 
   def save(self) -> str:
+    """Saves on every worker (the documented pattern); only the chief's copy is kept."""
     path = self.manager.save(checkpoint_number=self.step)
-    logging.info("saved checkpoint %s", path)
+    if self.is_chief:
+      logging.info("saved checkpoint %s", path)
+    else:
+      distribution.discard_write_dir(self.write_dir, self.output_dir)
     return path
 
   def train(self) -> dict:
@@ -109,17 +130,28 @@ class Trainer:
     if step == 0:
       with self.train_writer.as_default(step=0):
         tf.summary.text("hparams", "```\n" + json.dumps(self.hparams.to_dict(), indent=2) + "\n```")
-    logging.info("training %s on %s: %d parameters, %d tokens per batch, steps %d -> %d",
+    hp = self.hparams
+    logging.info("training %s on %s: %d parameters, steps %d -> %d, dtype %s, xla %s",
                  type(self.model).__name__, self.problem.name, self.model.count_params(),
-                 self.hparams.batch_size, step, opts.train_steps)
+                 step, opts.train_steps, hp.dtype, hp.xla)
+    logging.info("%s", distribution.describe(self.strategy))
+    logging.info("tokens per update = %d per device x %d devices x %d accumulate_steps = %d",
+                 hp.batch_size, self.replicas, hp.accumulate_steps,
+                 distribution.tokens_per_update(hp, self.replicas))
     window = progress.MetricWindow()
     last_save_time = time.time()
     last_eval = {}
+    skipped = 0
     while step < opts.train_steps:
       batch = next(self.train_iterator)
-      self._note_shape(batch)
       window.add(self.train_step(batch))
-      step += 1
+      self._log_compilation("train", self.train_step, batch)
+      if self.step == step:  # mixed_float16: a non-finite gradient; the loss scale halved.
+        skipped += 1
+        logging.warning("step %d: non-finite gradients, update skipped (%d so far)", step + 1,
+                        skipped)
+        continue
+      step = self.step
       if step % opts.log_every == 0 or step == opts.train_steps:
         self._log_train(step, window)
         window.reset()
@@ -131,11 +163,13 @@ class Trainer:
       if due and step < opts.train_steps:
         self.save()
         last_save_time = time.time()
-    if self.manager.latest_checkpoint != os.path.join(self.output_dir, f"ckpt-{step}"):
+    if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step, unless it was just saved.
     last_eval = self.evaluate(step)
-    if opts.average_last_n:
+    if opts.average_last_n and self.is_chief:
       self._average(step)
+    logging.info("step %d: weights checksum %s", step, checkpoints.weights_checksum(self.model))
+    distribution.barrier(self.strategy)
     return last_eval
 
   def _average(self, step: int) -> None:
@@ -181,17 +215,17 @@ class Trainer:
                       self.data_dir)
       return {}
     data = input_pipeline.evaluation_dataset(
-        self.problem.dataset("dev", self.data_dir), self.hparams)
+        self.problem.dataset("dev", self.data_dir), self.hparams, replicas=self.replicas)
     if self.options.eval_steps:
       data = data.take(self.options.eval_steps)
     window = progress.MetricWindow()
-    for batch in self.strategy.experimental_distribute_dataset(data):
-      self._note_shape(batch)
+    for batch in data:
       window.add(self.eval_step(batch))
+      self._log_compilation("eval", self.eval_step, batch)
     metrics = window.result()
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
-    if self.options.eval_decode:
+    if self.options.eval_decode and self.is_chief:  # Decoding needs no other worker.
       scalars.update(self.decode_dev())
     progress.write_scalars(self.eval_writer, step, scalars)
     logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
@@ -199,17 +233,22 @@ class Trainer:
 
   def _log_train(self, step, window):
     metrics = window.result()
-    learning_rate = float(self.optimizer.learning_rate)
+    learning_rate = float(tf.convert_to_tensor(self.optimizer.learning_rate))
     logging.info("%s", progress.progress_line(step, self.options.train_steps, metrics,
                                               learning_rate, window.steps))
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy", "grad_norm")}
     scalars.update(learning_rate=learning_rate,
                    tokens_per_sec=metrics["tokens"] / max(metrics["seconds"], 1e-9),
-                   xla_compilations=len(self.compiled_shapes))
+                   xla_compilations=sum(self._compilations.values()))
     progress.write_scalars(self.train_writer, step, scalars)
 
-  def _note_shape(self, batch):
-    shape = tuple(batch["inputs"].shape) + tuple(batch["targets"].shape)
-    if shape not in self.compiled_shapes:
-      self.compiled_shapes.add(shape)
-      logging.info("new batch shape %s: compilation %d", shape, len(self.compiled_shapes))
+  def _log_compilation(self, kind, step_fn, batch):
+    """Logs each new trace of `step_fn` (with XLA: one compilation per bucket shape)."""
+    count = train_step.compilations(step_fn)
+    if count == self._compilations[kind]:
+      return
+    self._compilations[kind] = count
+    bound = f" (at most {self.num_buckets} bucket shapes)" if kind == "train" else ""
+    logging.info("%s step %s #%d: global batch shape %s%s", kind,
+                 "XLA compilation" if self.hparams.xla else "trace", count,
+                 batch["targets"].shape.as_list(), bound)
