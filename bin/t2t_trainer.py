@@ -20,6 +20,8 @@ FLAGS = flags.FLAGS
 cli.define_registry_flags()
 flags.DEFINE_string("output_dir", None, "Checkpoints, hparams.json and TensorBoard events.")
 flags.DEFINE_integer("train_steps", 100000, "Total optimizer updates (paper base: 100k).")
+flags.DEFINE_integer("train_seconds", 0, "Also stop once training has taken this many seconds of "
+                     "wall time, resumes included (0: no limit); the last step is checkpointed.")
 flags.DEFINE_integer("eval_every", 1000, "Evaluate on dev every N steps (0: at the end only).")
 flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0: all of dev).")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
@@ -55,6 +57,8 @@ def main(argv):
   if FLAGS.describe:
     return describe(hparams)
   problem = registry.problem(cli.require("problem"))
+  if FLAGS.train_seconds < 0:
+    raise cli.UsageError(f"--train_seconds={FLAGS.train_seconds}: use 0 (no limit) or N >= 1")
   if FLAGS.average_last_n < 0:
     raise cli.UsageError(f"--average_last_n={FLAGS.average_last_n}: use 0 (off) or N >= 1")
   options = TrainOptions(
@@ -64,7 +68,7 @@ def main(argv):
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_every,
       random_seed=FLAGS.random_seed, average_last_n=FLAGS.average_last_n,
       eval_decode=FLAGS.eval_decode, eval_decode_lines=FLAGS.eval_decode_lines,
-      eval_decode_hparams=FLAGS.eval_decode_hparams)
+      eval_decode_hparams=FLAGS.eval_decode_hparams, train_seconds=FLAGS.train_seconds)
   output_dir = cli.require("output_dir")
   from t2tlite.training import distribution  # TensorFlow loads after flag errors.
   strategy = distribution.make_strategy(  # Before any TensorFlow op runs.

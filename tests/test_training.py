@@ -105,3 +105,41 @@ def test_output_dir_with_other_hparams_is_refused(tmp_path):
   hp = registry.hparams("transformer_tiny").replace(**dict(FAST, d_ff=128))
   with pytest.raises(run_dir.RunDirError, match="d_ff: 64 there vs 128 now"):
     Trainer(problem, hp, str(tmp_path / "run"))
+
+
+class _FakeClock:
+  """time.time() that only moves when a training batch is drawn: 10 s per step."""
+
+  def __init__(self):
+    self.now = 1e9
+
+  def __call__(self):
+    return self.now
+
+
+class _TimedBatches:
+  def __init__(self, iterator, clock):
+    self.iterator, self.clock = iterator, clock
+
+  def __next__(self):
+    self.clock.now += 10.0
+    return next(self.iterator)
+
+
+def test_train_seconds_bounds_the_run_across_resumes(tmp_path, monkeypatch):
+  from t2tlite.training import trainer as trainer_module
+  clock = _FakeClock()
+  monkeypatch.setattr(trainer_module.time, "time", clock)
+
+  def run(seconds):
+    trainer = _trainer(tmp_path, 100, name="timed", train_seconds=seconds, eval_decode=False)
+    trainer.train_iterator = _TimedBatches(trainer.train_iterator, clock)
+    trainer.train()
+    return trainer
+
+  first = run(45)  # 10 s per step: 40 s after step 4 (< 45), 50 s after step 5.
+  assert first.step == 5 and first.manager.latest_checkpoint.endswith("ckpt-5")
+  assert float(first.seconds_trained.numpy()) == 50.0
+  assert run(45).step == 5  # The same command again: the budget is already spent.
+  longer = run(75)  # Resumes with 50 s spent: steps 6, 7, 8 (80 s).
+  assert longer.step == 8 and float(longer.seconds_trained.numpy()) == 80.0

@@ -46,15 +46,23 @@ def format_duration(seconds: float) -> str:
   return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def progress_line(step, total, metrics, learning_rate, steps_in_window) -> str:
-  """One stderr line: step, loss, nll, ppl, accuracy, lr, grad norm, tokens/s, ETA."""
+def progress_line(step, total, metrics, learning_rate, steps_in_window,
+                  seconds_left=None) -> str:
+  """One stderr line: step, loss, nll, ppl, accuracy, lr, grad norm, tokens/s, ETA.
+
+  The ETA is the time to `total` steps at the window's pace, or `seconds_left`
+  (a time budget) when that ends the run sooner.
+  """
   seconds = metrics["seconds"]
   per_step = seconds / max(steps_in_window, 1)
+  eta = per_step * (total - step)
+  if seconds_left is not None:
+    eta = min(eta, max(seconds_left, 0.0))
   return (f"step {step}/{total} | loss {metrics['loss']:.4f} nll {metrics['nll']:.4f} "
           f"ppl {metrics['perplexity']:.2f} acc {metrics['accuracy']:.3f} | "
           f"lr {learning_rate:.3g} gnorm {metrics.get('grad_norm', 0.0):.3f} | "
           f"{metrics['tokens'] / max(seconds, 1e-9):,.0f} tok/s {per_step:.3f} s/step | "
-          f"ETA {format_duration(per_step * (total - step))}")
+          f"ETA {format_duration(eta)}")
 
 
 def write_scalars(writer, step, scalars):

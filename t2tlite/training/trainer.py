@@ -42,6 +42,7 @@ class TrainOptions:
   eval_decode_lines: int = 0  # Dev sentences decoded per evaluation (0: all).
   eval_decode_hparams: str = ""  # --decode_hparams for those decodes (default: the problem's, beam 4).
   average_last_n: int = 0  # Average the last N checkpoints at the end of training (0: off).
+  train_seconds: int = 0  # Also stop once training has taken this long, resumes included (0: no limit).
 
 
 class Trainer:
@@ -77,9 +78,17 @@ class Trainer:
     train_data = input_pipeline.training_dataset(
         train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas)
     self.train_iterator = iter(train_data)  # Global batches; the step splits them.
+    if options.train_seconds and isinstance(self.strategy,
+                                            tf.distribute.MultiWorkerMirroredStrategy):
+      raise distribution.DistributionError(
+          "--train_seconds: workers could stop on different steps; bound the run with "
+          "--train_steps when training on several machines")
+    # Wall time spent training so far, resumes included (what --train_seconds bounds).
+    self.seconds_trained = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                       name="seconds_trained")
     self.checkpoint = tf.train.Checkpoint(
         model=checkpoints.model_trackable(self.model), optimizer=self.optimizer,
-        train_iterator=self.train_iterator)
+        train_iterator=self.train_iterator, seconds_trained=self.seconds_trained)
     self.write_dir = distribution.checkpoint_write_dir(output_dir, self.strategy)
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, self.write_dir,
@@ -116,6 +125,7 @@ class Trainer:
 
   def save(self) -> str:
     """Saves on every worker (the documented pattern); only the chief's copy is kept."""
+    self.seconds_trained.assign(self._seconds_trained())
     path = self.manager.save(checkpoint_number=self.step)
     if self.is_chief:
       logging.info("saved checkpoint %s", path)
@@ -142,7 +152,11 @@ class Trainer:
     last_save_time = time.time()
     last_eval = {}
     skipped = 0
-    while step < opts.train_steps:
+    self._clock = (time.time(), float(self.seconds_trained.numpy()))
+    if opts.train_seconds:
+      logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
+                   progress.format_duration(opts.train_seconds))
+    while step < opts.train_steps and not self._out_of_time():
       batch = next(self.train_iterator)
       window.add(self.train_step(batch))
       self._log_compilation("train", self.train_step, batch)
@@ -231,11 +245,26 @@ class Trainer:
     logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
     return scalars
 
+  def _seconds_trained(self) -> float:
+    """Training wall time so far: before this process (from the checkpoint) plus since its loop began."""
+    started, before = getattr(self, "_clock", (time.time(), float(self.seconds_trained.numpy())))
+    return before + time.time() - started
+
+  def _out_of_time(self) -> bool:
+    budget = self.options.train_seconds
+    if not budget or self._seconds_trained() < budget:
+      return False
+    logging.info("--train_seconds=%d reached at step %d (%s of training)", budget, self.step,
+                 progress.format_duration(self._seconds_trained()))
+    return True
+
   def _log_train(self, step, window):
     metrics = window.result()
     learning_rate = float(tf.convert_to_tensor(self.optimizer.learning_rate))
+    seconds_left = (self.options.train_seconds - self._seconds_trained()
+                    if self.options.train_seconds else None)
     logging.info("%s", progress.progress_line(step, self.options.train_steps, metrics,
-                                              learning_rate, window.steps))
+                                              learning_rate, window.steps, seconds_left))
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy", "grad_norm")}
     scalars.update(learning_rate=learning_rate,
                    tokens_per_sec=metrics["tokens"] / max(metrics["seconds"], 1e-9),
