@@ -220,8 +220,11 @@ def time_decoding(decoder, recorder, sources, reps, label):
     print(f"[ours {label}] decode call {i} {times[-1]:.3f}s", file=sys.stderr, flush=True)
   # Search lengths count the EOS (forced after the maximum); generated tokens do not.
   # decode_ids runs its batches in the order Decoder.batches gives: map rows to sentences.
-  order = [i for chosen in decoder.batches([len(s) for s in sources]) for i in chosen]
-  lens = [int(n) - 1 for _, _, ls in recorder.results for n in ls.numpy()]
+  # Rows past a batch's sentences are pad_batch_rows' empty fillers: not counted.
+  batches = decoder.batches([len(s) for s in sources])
+  order = [i for chosen in batches for i in chosen]
+  lens = [int(n) - 1 for chosen, (_, _, ls) in zip(batches, recorder.results)
+          for n in ls.numpy()[:len(chosen)]]
   assert len(lens) == len(order), (len(lens), len(order))
   generated = dict(zip(order, lens))
   max_len = [len(s) + decoder.hparams.extra_length for s in sources]
