@@ -7,7 +7,7 @@
 # default ../shared/data/multi30k when it exists. Trains transformer_multi30k for TRAIN_MINUTES
 # (default 60) of wall time (TRAIN_STEPS, default 100000, is only an upper bound), checkpointing
 # every SAVE_STEPS (500), decoding 300 dev sentences at each evaluation (dev BLEU curve), then
-# averages the last AVERAGE_LAST_N (5) checkpoints, decodes test_2016_flickr with the paper's
+# averages the last AVERAGE_LAST_N (3) checkpoints, decodes test_2016_flickr with the paper's
 # beam 4 / alpha 0.6 / +50, and scores it: sacreBLEU (cased, detokenized) and the lowercased
 # Moses-tokenized BLEU that Multi30k papers publish. Rerunning resumes from the last checkpoint.
 # Writes OUT_DIR/{test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
@@ -18,7 +18,7 @@ RAW=${3:-$( [ -d ../shared/data/multi30k ] && echo ../shared/data/multi30k || ec
 MINUTES=${TRAIN_MINUTES:-60}
 STEPS=${TRAIN_STEPS:-100000}
 SAVE=${SAVE_STEPS:-500}
-AVG=${AVERAGE_LAST_N:-5}
+AVG=${AVERAGE_LAST_N:-3}
 PROBLEM=multi30k_en${LANG_TGT}
 
 t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW"
