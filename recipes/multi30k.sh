@@ -11,6 +11,7 @@
 # beam 4 / alpha 0.6 / +50, and scores it: sacreBLEU (cased, detokenized) and the lowercased
 # Moses-tokenized BLEU that Multi30k papers publish. Rerunning resumes from the last checkpoint.
 # Writes OUT_DIR/{test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
+# TEST_LINES=N (smoke runs) decodes and scores only the first N test sentences.
 set -euo pipefail
 LANG_TGT=${1:?usage: multi30k.sh de|fr [OUT_DIR] [MULTI30K_DIR]}
 OUT=${2:-runs/multi30k_en${LANG_TGT}}
@@ -27,11 +28,21 @@ t2t-trainer --problem=$PROBLEM --hparams_set=transformer_multi30k --hparams="${H
   --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
   --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG"
 AVERAGED=$(ls -t "$OUT"/train/averaged/ckpt-*.index | head -1)
+if [ -n "${TEST_LINES:-}" ]; then
+  gzip -dc "$RAW/test_2016_flickr.en.gz" | sed -n "1,${TEST_LINES}p" > "$OUT/test_2016.head.en"
+  gzip -dc "$RAW/test_2016_flickr.$LANG_TGT.gz" | sed -n "1,${TEST_LINES}p" \
+    > "$OUT/test_2016.head.ref.$LANG_TGT"
+  SOURCE=(--decode_from_file="$OUT/test_2016.head.en")
+  REFERENCE=$OUT/test_2016.head.ref.$LANG_TGT
+else
+  SOURCE=(--decode_split=test)
+  REFERENCE=$RAW/test_2016_flickr.$LANG_TGT.gz
+fi
 t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$OUT/train" \
-  --checkpoint_path="${AVERAGED%.index}" --decode_split=test \
+  --checkpoint_path="${AVERAGED%.index}" "${SOURCE[@]}" \
   --decode_to_file="$OUT/test_2016.$LANG_TGT" --overwrite \
   --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
-t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$RAW/test_2016_flickr.$LANG_TGT.gz" \
+t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$REFERENCE" \
   --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"
 t2t-plot-curves --output_dir="$PROBLEM=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
   --title="transformer_multi30k, $PROBLEM"

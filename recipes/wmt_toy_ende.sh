@@ -9,12 +9,14 @@
 # transformer_tiny for TRAIN_MINUTES (20), checkpoint averaging, beam 4 / alpha 0.6 / +50 on all
 # of newstest2014, and BLEU both ways: sacreBLEU, and the paper's tokenized, compound-split
 # BLEU. 10k pairs cannot translate news: the point is that every stage runs on real WMT data.
+# TEST_LINES=N (smoke runs) decodes and scores only the first N lines of newstest2014.
 set -euo pipefail
 OUT=${1:-runs/wmt_toy_ende}
 WMT=${2:-../shared/data/wmt}
 MINUTES=${TRAIN_MINUTES:-20}
 STEPS=${TRAIN_STEPS:-100000}
 SAVE=${SAVE_STEPS:-500}
+AVG=${AVERAGE_LAST_N:-5}
 # The toy corpus is Moses-tokenized (with &apos; escapes); newstest is raw text. Detokenize it
 # once (sacremoses), so the model learns to write raw text like the references.
 mkdir -p "$OUT/raw"
@@ -38,13 +40,21 @@ t2t-datagen --problem=translate_files --problem_options="$OPTIONS" --data_dir="$
 t2t-trainer --problem=translate_files --data_dir="$OUT/data" --output_dir="$OUT/train" \
   --hparams_set=transformer_tiny --hparams="${HPARAMS:-xla=false,dropout=0.3}" \
   --train_steps="$STEPS" --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" \
-  --eval_every="$SAVE" --eval_decode_lines="${EVAL_DECODE_LINES:-200}" --average_last_n=5
+  --eval_every="$SAVE" --eval_decode_lines="${EVAL_DECODE_LINES:-200}" --average_last_n="$AVG"
 AVERAGED=$(ls -t "$OUT"/train/averaged/ckpt-*.index | head -1)
+TEST_SOURCE=$WMT/newstest2014.en-de.en
+TEST_REFERENCE=$WMT/newstest2014.en-de.de
+if [ -n "${TEST_LINES:-}" ]; then
+  sed -n "1,${TEST_LINES}p" "$TEST_SOURCE" > "$OUT/raw/newstest2014.head.en"
+  sed -n "1,${TEST_LINES}p" "$TEST_REFERENCE" > "$OUT/raw/newstest2014.head.de"
+  TEST_SOURCE=$OUT/raw/newstest2014.head.en
+  TEST_REFERENCE=$OUT/raw/newstest2014.head.de
+fi
 t2t-decoder --problem=translate_files --data_dir="$OUT/data" --output_dir="$OUT/train" \
-  --checkpoint_path="${AVERAGED%.index}" --decode_split=test \
+  --checkpoint_path="${AVERAGED%.index}" --decode_from_file="$TEST_SOURCE" \
   --decode_to_file="$OUT/newstest2014.de" --overwrite \
   --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
-t2t-bleu --translation="$OUT/newstest2014.de" --reference="$WMT/newstest2014.en-de.de" \
+t2t-bleu --translation="$OUT/newstest2014.de" --reference="$TEST_REFERENCE" \
   --language=de --output_json="$OUT/newstest2014.bleu.json"
 t2t-plot-curves --output_dir="wmt_toy_ende=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
   --title="transformer_tiny, WMT en-de toy (10k pairs)"

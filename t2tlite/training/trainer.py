@@ -277,7 +277,10 @@ class Trainer:
     if count == self._compilations[kind]:
       return
     self._compilations[kind] = count
-    bound = f" (at most {self.num_buckets} bucket shapes)" if kind == "train" else ""
+    if self.hparams.xla:
+      bound = f" (at most {self.num_buckets} bucket shapes)" if kind == "train" else ""
+    else:
+      bound = " (xla=false: from the second trace on, any shape)"
     logging.info("%s step %s #%d: global batch shape %s%s", kind,
                  "XLA compilation" if self.hparams.xla else "trace", count,
                  batch["targets"].shape.as_list(), bound)

@@ -1,0 +1,101 @@
+"""Smoke versions of the published runs: each recipe end to end, a few steps, small slices.
+
+The real runs (docs/results.md) train for up to an hour. These run the same scripts unchanged,
+with TRAIN_STEPS, TEST_LINES and HPARAMS turned down through the environment, and then check
+what the scripts wrote against independent truth: sacrebleu recomputes the reported BLEU from
+the written files, and the curves' CSV rows are the steps at which the trainer logged.
+"""
+
+import csv
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+
+from tests.conftest import REPO
+
+SMALL_MODEL = ("xla=false,num_encoder_layers=1,num_decoder_layers=1,d_model=32,d_ff=64,"
+               "num_heads=4,batch_size=1024")
+SMOKE_ENV = {"TRAIN_STEPS": "4", "SAVE_STEPS": "2", "AVERAGE_LAST_N": "2",
+             "EVAL_DECODE_LINES": "4", "TEST_LINES": "6", "HPARAMS": SMALL_MODEL}
+
+
+def run_recipe(script, *args, cwd):
+  """Runs recipes/`script` as a user would, with this interpreter's t2t-* commands on PATH."""
+  bin_dir = os.path.dirname(sys.executable)
+  env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="3", **SMOKE_ENV)
+  proc = subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+  return proc
+
+
+def read_lines(path):
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rt", encoding="utf-8") as f:
+    return f.read().splitlines()
+
+
+def csv_steps(path):
+  with open(path) as f:
+    return [int(row["step"]) for row in csv.DictReader(f)]
+
+
+def check_scores(scores_path, translation, reference_lines, lowercased):
+  """The json's BLEU is sacrebleu's on the files as written; its signatures say how."""
+  scores = json.load(open(scores_path))
+  hypotheses = read_lines(translation)
+  assert scores["lines"] == len(hypotheses) == len(reference_lines)
+  expected = sacrebleu.corpus_bleu(hypotheses, [reference_lines])
+  assert scores["bleu"]["score"] == pytest.approx(expected.score, abs=1e-9)
+  assert scores["bleu"]["details"]["hyp_len"] == expected.sys_len
+  assert "tok:moses-de" in scores["tokenized_bleu"]["signature"] or lowercased
+  if lowercased:
+    assert "case:lc" in scores["lowercased_tokenized_bleu"]["signature"]
+  else:
+    assert "lowercased_tokenized_bleu" not in scores
+
+
+def check_training(out, name):
+  """Stopped at TRAIN_STEPS, averaged the last 2 checkpoints, plotted from the event files."""
+  train = os.path.join(out, "train")
+  assert os.path.exists(os.path.join(train, "ckpt-4.index"))
+  averaged = json.load(open(os.path.join(train, "averaged", "ckpt-4.json")))
+  assert sorted(os.path.basename(p) for p in averaged["checkpoints"]) == ["ckpt-2", "ckpt-4"]
+  with open(os.path.join(out, "curves.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  assert csv_steps(os.path.join(out, f"curves.{name}.train.loss.csv"))[-1] == 4
+  assert csv_steps(os.path.join(out, f"curves.{name}.eval.loss.csv")) == [2, 4]
+  assert csv_steps(os.path.join(out, f"curves.{name}.eval.bleu.csv")) == [2, 4]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, lang", [("multi30k_ende.sh", "de"), ("multi30k_enfr.sh", "fr")])
+def test_multi30k_recipe_smoke(script, lang, tmp_path, shared_dir):
+  raw = os.path.join(shared_dir, "data", "multi30k")
+  out = str(tmp_path / "run")
+  run_recipe(script, out, raw, cwd=str(tmp_path))
+  translation = os.path.join(out, f"test_2016.{lang}")
+  references = read_lines(os.path.join(raw, f"test_2016_flickr.{lang}.gz"))[:6]
+  check_scores(os.path.join(out, "test_2016.bleu.json"), translation, references, lowercased=True)
+  check_training(out, f"multi30k_en{lang}")
+
+
+@pytest.mark.slow
+def test_wmt_toy_recipe_smoke(tmp_path, shared_dir):
+  wmt = os.path.join(shared_dir, "data", "wmt")
+  out = str(tmp_path / "run")
+  run_recipe("wmt_toy_ende.sh", out, wmt, cwd=str(tmp_path))
+  # The training side was detokenized from the Moses-tokenized toy corpus (no &apos; left).
+  train_de = read_lines(os.path.join(out, "raw", "train.de"))
+  assert len(train_de) == len(read_lines(os.path.join(wmt, "opennmt_toy_ende", "tgt-train.txt.gz")))
+  assert not any("&apos;" in line or " ," in line for line in train_de[:2000])
+  references = read_lines(os.path.join(wmt, "newstest2014.en-de.de"))[:6]
+  check_scores(os.path.join(out, "newstest2014.bleu.json"), os.path.join(out, "newstest2014.de"),
+               references, lowercased=False)
+  check_training(out, "wmt_toy_ende")
