@@ -170,22 +170,16 @@ def transformer_tiny() -> HParams:
 
 @register_hparams()
 def transformer_multi30k() -> HParams:
-  """The paper's model sized for Multi30k (29k short sentences) and 1-2 CPU cores for an hour.
+  """The paper's model sized for Multi30k (29k short sentences) and under an hour on one core.
 
-  Shape of the "Transformer-Tiny" that Wu et al. (2021, "Good for Misconceived
-  Reasons: An Empirical Revisiting on the Need for Visual Context in Multimodal
-  Machine Translation") found best on Multi30k, text only, at about 41 BLEU
-  en-de test2016: 4+4 layers, d_model=128, d_ff=256, h=4. Small data overfits
-  the base model (63M parameters for 377k target tokens); this one has about 3M
-  with an 8000-piece vocabulary. The schedule is set by the budget, not by
-  convergence: an hour on one core is ~20 epochs at ~2,500 tokens/s, so
-  2048-token batches (twice the updates of 4096 for the same tokens), t2t
-  tiny's warmup of 1000 (peak rate 0.0056, then Noam's decay) and dropout 0.2,
-  between the paper's 0.1 and Wu et al.'s 0.3 (which they trained to convergence,
-  far past 20 epochs). The rest is the paper's: post-norm, tied embeddings,
-  label smoothing 0.1, Adam 0.9/0.98.
+  t2t's transformer_tiny shape (2+2 layers, d_model=128, d_ff=512, h=4; 1.9M
+  parameters with an 8000-piece vocabulary), 2048-token batches, warmup 1000
+  (peak rate 0.0056, then Noam's decay), dropout 0.1 as in the paper. Measured
+  on en-de (docs/results.md): this reached dev BLEU ~39 in 4500 steps, while the
+  4+4-layer, d_ff=256, dropout 0.2-0.3 "Transformer-Tiny" of Wu et al. (2021),
+  which they trained to convergence, was at dev BLEU 26.5 after 3000 steps of
+  the same budget: a time-bounded run wants the shallow, wide model.
   """
   return transformer_base().replace(
-      num_encoder_layers=4, num_decoder_layers=4, d_model=128, d_ff=256, num_heads=4,
-      dropout=0.2, batch_size=2048, learning_rate_warmup_steps=1000,
-      learning_rate_constant=2.0)
+      num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512, num_heads=4,
+      batch_size=2048, learning_rate_warmup_steps=1000, learning_rate_constant=2.0)
