@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from t2tlite.training import curves  # noqa: E402
+from t2tlite.training import curves, run_dir  # noqa: E402
 
 
 def trainable_parameters(checkpoint: str) -> int:
@@ -38,8 +38,8 @@ def summarize(out_dir: str) -> dict:
   checkpoint = tf.train.latest_checkpoint(train_dir)
   if checkpoint is None:
     sys.exit(f"{train_dir}: no checkpoint (is {out_dir} a finished recipe run?)")
-  run_info = json.load(open(os.path.join(train_dir, "run.json")))
-  hparams = json.load(open(os.path.join(train_dir, "hparams.json")))
+  run_info = run_dir.load_run_info(train_dir)
+  hparams = run_dir.load_hparams(train_dir)
   scalars = curves.read_run(train_dir)
   train, dev = scalars["train"], scalars["eval"]
   windows = [v for _, v in train.get("tokens_per_sec", [])]
@@ -53,18 +53,18 @@ def summarize(out_dir: str) -> dict:
       "hparams_set": run_info["hparams_set"],
       "hparams": run_info.get("hparams", ""),
       "parameters": trainable_parameters(checkpoint),
-      "layers": f'{hparams["num_encoder_layers"]}+{hparams["num_decoder_layers"]}',
-      "d_model": hparams["d_model"], "d_ff": hparams["d_ff"], "heads": hparams["num_heads"],
-      "dropout": hparams["dropout"], "batch_size": hparams["batch_size"],
+      "layers": f"{hparams.num_encoder_layers}+{hparams.num_decoder_layers}",
+      "d_model": hparams.d_model, "d_ff": hparams.d_ff, "heads": hparams.num_heads,
+      "dropout": hparams.dropout, "batch_size": hparams.batch_size,
       "steps": int(checkpoint.rsplit("-", 1)[1]),
       "train_seconds": float(tf.train.load_variable(
           checkpoint, "seconds_trained/.ATTRIBUTES/VARIABLE_VALUE")),
       "tokens_per_sec": statistics.median(windows) if windows else None,
       "dev_loss": dev["loss"][-1][1] if "loss" in dev else None,
       "dev_perplexity": dev["perplexity"][-1][1] if "perplexity" in dev else None,
-      f"dev_{dev_metric}_last": dev[dev_metric][-1] if dev_metric in dev else None,
-      f"dev_{dev_metric}_best": max(dev[dev_metric], key=lambda sv: sv[1]) if dev_metric in dev
-                                else None,
+      "dev_metric": dev_metric,
+      "dev_last": dev[dev_metric][-1] if dev_metric in dev else None,
+      "dev_best": max(dev[dev_metric], key=lambda sv: sv[1]) if dev_metric in dev else None,
       "test_lines": test.get("lines"),
       "test": {k: {"score": v["score"], "signature": v["signature"]}
                for k, v in test.items() if isinstance(v, dict) and "score" in v},
@@ -75,13 +75,13 @@ def markdown_row(s: dict) -> str:
   minutes = s["train_seconds"] / 60
   test = s["test"]
   cell = lambda key: f'{test[key]["score"]:.2f}' if key in test else "-"  # noqa: E731
-  dev_bleu = s.get("dev_bleu_last") or (0, float("nan"))
+  dev_step, dev_score = s["dev_last"] or (0, float("nan"))
   tokens_per_sec = s["tokens_per_sec"] or float("nan")
   perplexity = s["dev_perplexity"] or float("nan")
   return (f'| {s["problem"]} | {s["hparams_set"]} ({s["hparams"] or "-"}) | '
           f'{s["parameters"] / 1e6:.2f}M | {s["steps"]} | {minutes:.1f} min | '
           f'{tokens_per_sec:,.0f} | {perplexity:.2f} | '
-          f'{dev_bleu[1]:.2f} @ {dev_bleu[0]} | {cell("bleu")} | {cell("tokenized_bleu")} | '
+          f'{dev_score:.2f} @ {dev_step} | {cell("bleu")} | {cell("tokenized_bleu")} | '
           f'{cell("lowercased_tokenized_bleu")} |')
 
 
@@ -91,8 +91,8 @@ def main():
   parser.add_argument("--json", default="", help="also write every summary here")
   args = parser.parse_args()
   summaries = [summarize(run) for run in args.runs]
-  print("| problem | hparams | params | steps | training | tgt tok/s | dev ppl | dev BLEU "
-        "(last) | test sacreBLEU | test tok. BLEU | test lc tok. BLEU |")
+  print("| problem | hparams | params | steps | training | tgt tok/s | dev ppl | dev BLEU or "
+        "exact match (last) | test sacreBLEU | test tok. BLEU | test lc tok. BLEU |")
   print("|---|---|---|---|---|---|---|---|---|---|---|")
   for s in summaries:
     print(markdown_row(s))
