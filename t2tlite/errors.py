@@ -1,0 +1,30 @@
+"""The one family of errors a user can fix: every command prints them as one line, exit 2.
+
+Each stage raises its own subclass (so a library caller can tell a bad
+vocabulary from a bad run directory), but the commands catch only
+`UserError`, plus the few OSErrors a user fixes (disk full, no permission),
+which `describe_os_error` turns into one line naming the path.
+"""
+
+import errno
+
+# OS errors that mean "the user can fix this" (free space, fix permissions, fix a path).
+USER_OS_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
+                  errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EFBIG)
+
+
+class UserError(ValueError):
+  """Something the user can fix (a flag, a file, a run directory); the message is one line."""
+
+
+def is_user_os_error(error: BaseException) -> bool:
+  return isinstance(error, OSError) and error.errno in USER_OS_ERRNOS
+
+
+def describe_os_error(error: OSError) -> str:
+  """"<path>: <reason>" for an OSError, e.g. "runs/x/ckpt-5.data: No space left on device"."""
+  path = error.filename or ""
+  reason = error.strerror or str(error)
+  if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    reason += " (free some space and rerun: the run resumes from its last checkpoint)"
+  return f"{path}: {reason}" if path else reason
