@@ -16,6 +16,17 @@ import sys
 import time
 
 
+def shared_dir() -> str:
+  """The project's shared folder (data, peers): $T2TLITE_SHARED, else ../shared beside the checkout."""
+  here = os.path.dirname(os.path.abspath(__file__))
+  return os.environ.get("T2TLITE_SHARED") or os.path.join(os.path.dirname(os.path.dirname(here)),
+                                                          "shared")
+
+
+def shared_path(*parts: str) -> str:
+  return os.path.join(shared_dir(), *parts)
+
+
 def str2bool(v):
   if isinstance(v, bool):
     return v

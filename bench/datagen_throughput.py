@@ -12,7 +12,7 @@ the same ids.
 What is measured
 ----------------
 On --src/--tgt (default: Multi30k train en-de, 29000 pairs, gzipped, read in place under
-/work/shared/data/multi30k), with one shared --vocab_size (8000) BPE vocabulary learned once
+../shared/data/multi30k), with one shared --vocab_size (8000) BPE vocabulary learned once
 (untimed) into a temporary directory from both sides. All lines are read into memory before any
 timing, so every system below sees the same Python lists of str and no file reading:
 
@@ -53,7 +53,7 @@ the cores other processes used meanwhile (/proc/stat busy time minus our own CPU
 Usage:
   python bench/datagen_throughput.py                       # 3 rounds, all systems (~1.5 min)
   python bench/datagen_throughput.py --rounds 1 --max_pairs 5000 --datagen false   # quick check
-  python bench/datagen_throughput.py --output_json /tmp/datagen.json
+  python bench/datagen_throughput.py --output_json datagen.json
 Prints a table; --output_json writes every measurement, the machine, versions and the flags.
 """
 
@@ -67,11 +67,11 @@ import sys
 import tempfile
 import time
 
-from bench_util import host_cpu_seconds, machine_info, str2bool
+from bench_util import host_cpu_seconds, machine_info, shared_path, str2bool
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-MULTI30K = "/work/shared/data/multi30k"
+MULTI30K = shared_path("data", "multi30k")
 SYSTEMS = ("ours", "ours_graph", "ours_tok", "sp_batch", "sp_batch_1t", "sp_write", "sp_line", "write_only",
            "t2t_datagen")
 LABELS = {

@@ -7,7 +7,7 @@ position (`Transformer.decode_step`), computes the cross-attention keys/values o
 and runs the whole search as one `tf.while_loop` compiled by XLA (hparams.xla). This script says,
 in the same run, how many sentences and generated tokens per second that gives, against
   * the obvious peer: TF Model Garden's `Seq2SeqTransformer` with its own cached beam search
-    (/work/shared/peers/peerB_tfm.py --mode decode), and
+    (../shared/peers/peerB_tfm.py --mode decode), and
   * ours without the cache (`use_cache=False`: the decoder re-run over every position each step,
     `Transformer.decode_step_uncached`), i.e. what the cache buys.
 On this CPU XLA is not always faster, so every configuration of ours is measured with
@@ -76,7 +76,7 @@ Usage:
   python bench/decode_speed.py                 # 3 rounds of A, A uncached + B once (~9 min here)
   python bench/decode_speed.py --rounds 1 --reps 1 --tfm_steps 1 --xla true \\
       --uncached_rounds 0 --text_lines 8 --uncached_lines 4      # quick check (~1.5 min)
-  python bench/decode_speed.py --xla true --text_rounds 0 --output_json /tmp/decode.json
+  python bench/decode_speed.py --xla true --text_rounds 0 --output_json decode.json
 Prints a table; --output_json writes every raw call time, the machine, versions and the flags.
 """
 
@@ -92,14 +92,14 @@ import sys
 import tempfile
 import time
 
-from bench_util import machine_info, run_worker, str2bool
+from bench_util import machine_info, run_worker, shared_path, str2bool
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-TFM_PEER_DEFAULT = "/work/shared/peers/peerB_tfm.py"
-WMT = "/work/shared/data/wmt"
+TFM_PEER_DEFAULT = shared_path("peers", "peerB_tfm.py")
+WMT = shared_path("data", "wmt")
 VOCAB_FILES = ",".join(f"{WMT}/newstest2008-2012/newstest20{y}.{lang}.gz"
                        for y in ("08", "09", "10", "11", "12") for lang in ("en", "de"))
-# The peer's config "small" (/work/shared/peers/flops.py CONFIGS["small"]); checked at start.
+# The peer's config "small" (../shared/peers/flops.py CONFIGS["small"]); checked at start.
 SMALL = dict(d=256, ff=1024, Le=3, Ld=3, V=8000, heads=4)
 
 
@@ -136,8 +136,9 @@ def parse_args(argv=None):
   p.add_argument("--vocab_files", default=VOCAB_FILES,
                  help="comma list of (gzipped) text files the BPE vocabulary is learned from")
   # Peer.
-  p.add_argument("--tfm_python", default="/work/venvs/tfmvenv/bin/python",
-                 help="interpreter with tf-models-official 2.20; empty string skips the peer")
+  p.add_argument("--tfm_python", default=os.environ.get("T2TLITE_TFM_PYTHON", ""),
+                 help="interpreter with tf-models-official 2.20 (default $T2TLITE_TFM_PYTHON); "
+                      "empty skips the peer")
   p.add_argument("--tfm_script", default=TFM_PEER_DEFAULT)
   p.add_argument("--tfm_steps", type=int, default=2, help="peer: timed decode calls (its --steps)")
   # Driver.

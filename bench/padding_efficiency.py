@@ -31,9 +31,9 @@ Reference rows, computed analytically in numpy from the example lengths and the 
   * per-side (analytic): each side padded to its own bucket's boundary, a scheme that would pad
     a short target less when its source is long.
 
-Data (read in place, never copied): Multi30k train en-de (29000 pairs, /work/shared/data/multi30k)
+Data (read in place, never copied): Multi30k train en-de (29000 pairs, ../shared/data/multi30k)
 with an 8000-piece BPE vocabulary learned on it (both sides); newstest2013 en-de (3000 pairs,
-/work/shared/data/wmt) with an 8000-piece BPE vocabulary learned on newstest2008-2012 en-de
+../shared/data/wmt) with an 8000-piece BPE vocabulary learned on newstest2008-2012 en-de
 (13,071 news pairs, both sides; there is no WMT training text on this machine, so the vocabulary
 is smaller than the paper's 37000 and learned on little text: its pieces are shorter and the
 sentences longer than with the paper's vocabulary). Vocabularies are learned with
@@ -48,7 +48,7 @@ length_bucket_step of --steps (1.1 = the default, 1.2, 1.5), plus one row with b
 Usage:
   python bench/padding_efficiency.py                                  # both data sets (~1 min)
   python bench/padding_efficiency.py --datasets newstest2013 --steps 1.1 --big_batch_size 0
-  python bench/padding_efficiency.py --output_json /tmp/padding.json
+  python bench/padding_efficiency.py --output_json padding.json
 Prints a table per data set; --output_json writes every number and the flags.
 """
 
@@ -65,8 +65,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-MULTI30K = "/work/shared/data/multi30k"
-WMT = "/work/shared/data/wmt"
+from bench_util import shared_path  # noqa: E402
+
+MULTI30K = shared_path("data", "multi30k")
+WMT = shared_path("data", "wmt")
 
 
 def parse_args(argv=None):

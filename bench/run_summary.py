@@ -20,8 +20,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from t2tlite.training import curves, run_dir  # noqa: E402
+from t2tlite.training import curves, run_dir
 
 
 def trainable_parameters(checkpoint: str) -> int:

@@ -20,7 +20,7 @@ vocab 8000; override with --base_vocab/--tiny_vocab):
     the hparams set's dropouts, label smoothing 0.1, Adam(0.9, 0.98, 1e-9)), run by --torch_python
     with --torch_threads threads (default 2 = this machine's cores); --torch_amp none,bf16 adds a
     torch.autocast(bfloat16) column.
-  * Model Garden (only with --tfm_python, base shape only): /work/shared/peers/peerB_tfm.py
+  * Model Garden (only with --tfm_python, base shape only): ../shared/peers/peerB_tfm.py
     (tf-models-official Seq2SeqTransformer, tf_keras, no XLA), float32 and mixed_bfloat16, with
     its stock pre-norm layers (one more LayerNorm per stack than post-norm: same cost within
     noise). Its post-norm decoder (--tfm_norm_first 0) crashes under mixed_bfloat16 (a
@@ -44,7 +44,7 @@ and --quiet_wait S waits up to S seconds before each measurement for the host to
 Usage:
   python bench/train_throughput.py --shapes base,tiny
   python bench/train_throughput.py --shapes base --dtype mixed_bfloat16 --compare_xla
-  python bench/train_throughput.py --shapes base --tfm_python /work/venvs/tfmvenv/bin/python
+  python bench/train_throughput.py --shapes base --tfm_python $T2TLITE_TFM_PYTHON
   python bench/train_throughput.py --shapes base --torch_python '' --xla false \
       --ours_variants float32:false:2,mixed_bfloat16:false,mixed_bfloat16:false:2
 Prints a table; --output_json writes every raw step time, the machine and the flags.
@@ -58,13 +58,13 @@ import statistics
 import sys
 import time
 
-from bench_util import machine_info, run_worker, str2bool  # noqa: E402
+from bench_util import machine_info, run_worker, shared_path, str2bool  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_PEER = os.path.join(HERE, "peers", "torch_transformer.py")
-TFM_PEER_DEFAULT = "/work/shared/peers/peerB_tfm.py"
+TFM_PEER_DEFAULT = shared_path("peers", "peerB_tfm.py")
 
 SHAPES = {  # name -> (hparams set, default vocab, default warmup, default timed steps)
     "base": ("transformer_base", 37000, 2, 4),
@@ -98,8 +98,9 @@ def parse_args(argv=None):
                  help="untimed steps per measurement (default: base 2, tiny 3)")
   p.add_argument("--steps", type=int, default=None,
                  help="timed steps per measurement (default: base 4, tiny 15)")
-  p.add_argument("--torch_python", default="/work/venvs/torchvenv/bin/python",
-                 help="interpreter with torch; empty string skips the torch peer")
+  p.add_argument("--torch_python", default=os.environ.get("T2TLITE_TORCH_PYTHON", ""),
+                 help="interpreter with torch (default $T2TLITE_TORCH_PYTHON); empty skips the "
+                      "torch peer")
   p.add_argument("--torch_threads", type=int, default=2)
   p.add_argument("--torch_amp", default="none",
                  help="comma list of none|bf16 (torch.autocast bfloat16); each is a column")
@@ -145,7 +146,7 @@ def hparams_for(args, shape, xla=None, dtype=None):
 
 
 def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
-  """Matmul FLOPs of one training step (3 x forward), the formula of /work/shared/peers/flops.py:
+  """Matmul FLOPs of one training step (3 x forward), the formula of ../shared/peers/flops.py:
   per source token 2*P_enc + Le*4*S*d, per target token 2*P_dec + 2*d*V + Ld*4*(T+S)*d."""
   Pe, Pd = Le * (4 * d * d + 2 * d * ff), Ld * (8 * d * d + 2 * d * ff)
   return 3 * (B * S * (2 * Pe + Le * 4 * S * d) + B * T * (2 * Pd + 2 * d * V + Ld * 4 * (T + S) * d))

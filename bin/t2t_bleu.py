@@ -21,7 +21,7 @@ import json
 
 from absl import flags
 
-from t2tlite import cli
+from t2tlite import cli, files
 from t2tlite.data.parallel_text import ParallelTextError
 from t2tlite.metrics import bleu
 
@@ -61,7 +61,7 @@ def main(argv):
   if FLAGS.output_json:
     report = {"translation": FLAGS.translation, "reference": FLAGS.reference,
               "lines": len(references), **{k: s.as_dict() for k, s in scores.items()}}
-    with open(FLAGS.output_json, "w") as f:
+    with files.atomic_write(FLAGS.output_json) as f:
       json.dump(report, f, indent=1)
       f.write("\n")
 

@@ -16,7 +16,7 @@ import time
 
 from absl import flags, logging
 
-from t2tlite import cli, registry
+from t2tlite import cli, files, registry
 
 FLAGS = flags.FLAGS
 cli.define_registry_flags()
@@ -71,7 +71,7 @@ def main(argv):
     best = [line.split("\t")[0] for line in decodes]  # Score the best hypothesis.
     scores = scoring.score(best, references, problem.eval_metrics)
     scores.update(lines=len(decodes), checkpoint=checkpoint, seconds=round(seconds, 2))
-    with open(target + ".scores.json", "w") as f:
+    with files.atomic_write(target + ".scores.json") as f:
       json.dump(scores, f, indent=2)
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in scores.items()))
@@ -97,12 +97,9 @@ def _inputs(problem, output_dir):
 
 
 def _write_lines(path, lines):
-  """Writes via a temporary file, so an interrupted run leaves no half file."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
+  """Writes atomically (t2tlite.files), so an interrupted run leaves no half file."""
+  with files.atomic_write(path) as f:
     f.writelines(line + "\n" for line in lines)
-  os.replace(tmp, path)
 
 
 def run():

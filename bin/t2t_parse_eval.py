@@ -23,7 +23,7 @@ import sys
 
 from absl import flags, logging
 
-from t2tlite import cli
+from t2tlite import cli, files
 from t2tlite.data import linearize
 from t2tlite.metrics import evalb
 
@@ -63,7 +63,7 @@ def main(argv):
     logging.info("%d words tagged %s took their gold tags: tagging accuracy measures nothing",
                  filled, FLAGS.placeholder_tag)
   if FLAGS.output_json:
-    with open(FLAGS.output_json, "w") as f:
+    with files.atomic_write(FLAGS.output_json) as f:
       json.dump({"gold": FLAGS.gold, "test": FLAGS.test,
                  "evalb_params": FLAGS.evalb_params or "COLLINS.prm (built in)",
                  "placeholder_tags_filled": filled, "all": result.all.as_dict(),

@@ -12,7 +12,7 @@ import os
 
 from absl import flags
 
-from t2tlite import cli
+from t2tlite import cli, files
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("output_dir", None, "Run directories (t2t-trainer --output_dir), each "
@@ -43,7 +43,7 @@ def main(argv):
     for name, run in runs.items():
       for split, scalars in run.items():
         for tag, curve in scalars.items():
-          with open(f"{stem}.{name}.{split}.{tag}.csv", "w") as f:
+          with files.atomic_write(f"{stem}.{name}.{split}.{tag}.csv") as f:
             f.write("step,value\n" + "".join(f"{s},{v:.6g}\n" for s, v in curve))
   print(f"{png}: {', '.join(drawn)}")
 

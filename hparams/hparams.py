@@ -9,9 +9,9 @@ Invalid combinations fail at construction with one line naming the field.
 
 import dataclasses
 import json
-import os
 
-from t2tlite import overrides
+from t2tlite import files, overrides
+from t2tlite.errors import UserError
 
 _CHOICES = {
     "layer_norm_position": ("post", "pre"),
@@ -22,7 +22,7 @@ _CHOICES = {
 }
 
 
-class HParamsError(ValueError):
+class HParamsError(UserError):
   """An invalid hyper-parameter value; one line naming the field."""
 
 
@@ -133,11 +133,9 @@ class HParams:
     return overrides.from_dict(cls, values, source)
 
   def save(self, path: str) -> None:
-    """Writes the JSON atomically (temp file + rename): a kill never leaves half a file."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    """Writes the JSON atomically (t2tlite.files): a kill never leaves half a file."""
+    with files.atomic_write(path) as f:
       f.write(overrides.to_json(self))
-    os.replace(tmp, path)
 
   @classmethod
   def load(cls, path: str) -> "HParams":

@@ -13,6 +13,7 @@ from typing import Iterator, Optional, Tuple
 
 from absl import logging
 
+from t2tlite import files
 from t2tlite.data import parallel_text
 from t2tlite.problems.problem import ProblemError
 from t2tlite.problems.translate import TranslateOptions, TranslateProblem
@@ -39,11 +40,11 @@ class Multi30kProblem(TranslateProblem):
       url = self.base_url + name
       logging.info("downloading %s -> %s", url, path)
       try:
-        urllib.request.urlretrieve(url, path + ".incomplete")
+        with files.atomic_paths([path]) as (tmp,):
+          urllib.request.urlretrieve(url, tmp)
       except OSError as e:
         raise ProblemError(f"{path}: missing, and downloading {url} failed ({e}); put "
                            f"the Multi30k file there by hand") from None
-      os.replace(path + ".incomplete", path)
     return path
 
   def source_target_pairs(self, split: str, tmp_dir: Optional[str]) -> Iterator[Tuple[str, str]]:

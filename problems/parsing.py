@@ -37,8 +37,8 @@ from typing import Iterator, List, Optional, Tuple
 
 from absl import logging
 
+from t2tlite import files as files_lib
 from t2tlite.data import linearize, parallel_text, trees
-from t2tlite.problems import problem as problem_lib
 from t2tlite.problems.problem import ProblemError
 from t2tlite.problems.translate import TranslateOptions, TranslateProblem
 from t2tlite.registry import register_problem
@@ -106,10 +106,9 @@ class ParsingProblem(TranslateProblem):
       path = self.trees_path(data_dir, split)
       if os.path.exists(path):
         continue
-      with problem_lib._AtomicFiles([path]) as (tmp,):
-        with open(tmp, "w", encoding="utf-8") as f:
-          for _, _, gold in self.parsed_pairs(split, tmp_dir):
-            f.write(gold + "\n")
+      with files_lib.atomic_write(path) as f:
+        for _, _, gold in self.parsed_pairs(split, tmp_dir):
+          f.write(gold + "\n")
 
   def eval_text(self, split: str, data_dir: Optional[str]) -> Tuple[List[str], List[str]]:
     """(source words, gold trees): decodes are scored as trees, not as linearized text."""

@@ -14,12 +14,14 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from t2tlite import files
 from t2tlite.data import text_encoder
+from t2tlite.errors import UserError
 
 SPLITS = ("train", "dev", "test")
 
 
-class ProblemError(ValueError):
+class ProblemError(UserError):
   """Bad data or a missing file; one line naming the file at fault."""
 
 
@@ -106,7 +108,7 @@ class Problem:
                if split != "train" else [])
       if all(os.path.exists(p) for p in [path] + texts):
         continue
-      with _AtomicFiles([path] + texts) as (tmp_record, *tmp_texts):
+      with files.atomic_paths([path] + texts) as (tmp_record, *tmp_texts):
         text_files = [open(t, "w", encoding="utf-8") for t in tmp_texts]
         with tf.io.TFRecordWriter(tmp_record) as writer:
           for source, target in self.text_pairs(split, tmp_dir):
@@ -128,23 +130,6 @@ class Problem:
     encoders = self.encoders(data_dir)
     pairs = [self.encode_pair(s, t, encoders) for s, t in self.text_pairs(split)]
     return _in_memory_dataset(pairs)
-
-
-class _AtomicFiles:
-  """Yields temporary paths; renames them all to the final paths only on success."""
-
-  def __init__(self, paths):
-    self.paths = paths
-    self.tmps = [p + ".incomplete" for p in paths]
-
-  def __enter__(self):
-    return self.tmps
-
-  def __exit__(self, exc_type, *unused):
-    if exc_type is None:
-      for tmp, path in zip(self.tmps, self.paths):
-        os.replace(tmp, path)
-    return False
 
 
 def _in_memory_dataset(pairs) -> tf.data.Dataset:

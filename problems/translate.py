@@ -29,6 +29,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import tensorflow as tf
 from absl import logging
 
+from t2tlite import files as files_lib
 from t2tlite import overrides
 from t2tlite.data import parallel_text, subword, text_encoder
 from t2tlite.problems import problem as problem_lib
@@ -106,9 +107,8 @@ class TranslateProblem(Problem):
                                        for k in differ)
                            + "); use another --data_dir or the same --problem_options")
       return
-    with open(path + ".incomplete", "w") as f:
+    with files_lib.atomic_write(path) as f:
       json.dump(mine, f, indent=1, sort_keys=True)
-    os.replace(path + ".incomplete", path)
 
   def has_split(self, split: str) -> bool:
     """Whether this problem has pairs for `split` at all (translate_files: dev/test optional)."""
@@ -180,7 +180,7 @@ class TranslateProblem(Problem):
     histogram: Dict[int, int] = {}
     tokens = [0, 0]
     progress = _Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir))
-    with problem_lib._AtomicFiles(files) as tmps:
+    with files_lib.atomic_paths(files) as tmps:
       shard_tmps, text_tmps = tmps[:n_shards], tmps[n_shards:-1]
       writers = [tf.io.TFRecordWriter(p) for p in shard_tmps]
       texts = [open(p, "w", encoding="utf-8") for p in text_tmps]

@@ -13,29 +13,30 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow loads: n
 
 from absl import flags, logging  # noqa: E402
 
-from t2tlite import overrides, registry  # noqa: E402
+from t2tlite import registry  # noqa: E402
+from t2tlite.errors import UserError, describe_os_error, is_user_os_error  # noqa: E402
 
 FLAGS = flags.FLAGS
 
 
-def user_errors() -> tuple:
-  """Exception types that mean "the user can fix this": one line, exit status 2.
+def user_error_message(error: BaseException):
+  """The one line to print for an error the user can fix, or None for a bug (a traceback).
 
-  Imported on demand: some of them live beside TensorFlow, which commands like
-  t2t-bleu never need to load.
+  Every stage raises a subclass of `UserError`; besides those, an OSError the
+  user fixes (disk full, no permission, a missing file: the line names the
+  path) and text that is not UTF-8.
   """
-  from t2tlite.data.parallel_text import ParallelTextError
-  from t2tlite.data.subword import VocabularyError
-  from t2tlite.hparams.hparams import HParamsError
-  from t2tlite.problems.problem import ProblemError
-  from t2tlite.training.distribution import DistributionError
-  from t2tlite.training.run_dir import RunDirError
-  return (UsageError, registry.RegistryError, overrides.OverrideError, HParamsError,
-          RunDirError, ProblemError, ParallelTextError, VocabularyError, FileNotFoundError,
-          UnicodeDecodeError, DistributionError)
+  if isinstance(error, UserError):
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+  if isinstance(error, OSError) and is_user_os_error(error):
+    return describe_os_error(error)
+  if isinstance(error, UnicodeDecodeError):
+    return f"input is not UTF-8 text ({error.reason} at byte {error.start})"
+  return None
 
 
-class UsageError(ValueError):
+class UsageError(UserError):
   """A missing or inconsistent flag."""
 
 
@@ -89,9 +90,10 @@ def run(main):
     try:
       return main(argv)
     except Exception as e:  # noqa: BLE001 - narrowed just below.
-      if not isinstance(e, user_errors()):
+      message = user_error_message(e)
+      if message is None:
         raise
-      _exit(str(e).splitlines()[0] if str(e) else type(e).__name__)
+      _exit(message)
 
   app.run(guarded)
 

@@ -12,8 +12,10 @@ import json
 import typing
 from typing import Any, Dict
 
+from t2tlite.errors import UserError
 
-class OverrideError(ValueError):
+
+class OverrideError(UserError):
   """A bad `key=value` override; the message is one line for the user."""
 
 

@@ -12,8 +12,10 @@ import os
 import sys
 from typing import Callable, Dict, List, Optional
 
+from t2tlite.errors import UserError
 
-class RegistryError(KeyError):
+
+class RegistryError(UserError, KeyError):
   """A lookup or registration failed; the message is one line for the user."""
 
   def __str__(self):  # KeyError would wrap the message in quotes.

@@ -121,7 +121,7 @@ def test_save_and_load_round_trip(tmp_path):
   path = str(tmp_path / "hparams.json")
   hp.save(path)
   assert HParams.load(path) == hp
-  assert not os.path.exists(path + ".tmp")
+  assert not os.path.exists(path + ".incomplete")
 
 
 def test_load_rejects_unknown_and_mistyped_fields(tmp_path):

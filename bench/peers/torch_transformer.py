@@ -1,7 +1,7 @@
 """PyTorch peer for bench/train_throughput.py: torch.nn.Transformer training step, any shape.
 
 Not part of t2tlite and not one of its dependencies: run it with an interpreter that has torch
-(e.g. /work/venvs/torchvenv/bin/python, `pip install torch==2.13.0`). The driver passes the shape
+(e.g. $T2TLITE_TORCH_PYTHON, `pip install torch==2.13.0`). The driver passes the shape
 of the t2tlite hparams set being compared, so the two models are the same network:
 
   * post-norm encoder/decoder stacks of `torch.nn.TransformerEncoderLayer/DecoderLayer`

@@ -13,8 +13,10 @@ import gzip
 import os
 from typing import Iterator, Tuple
 
+from t2tlite.errors import UserError
 
-class ParallelTextError(ValueError):
+
+class ParallelTextError(UserError):
   """Bad parallel text; one line naming the file(s) at fault."""
 
 

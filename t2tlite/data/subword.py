@@ -15,17 +15,20 @@ whitespace kept as written, and characters outside the learned pieces fall
 back to their UTF-8 bytes, so decode(encode(line)) == line for every line.
 """
 
+import io
 import os
 from typing import Iterable, List, Sequence
 
 from absl import logging
 
+from t2tlite import files
 from t2tlite.data import text_encoder
+from t2tlite.errors import UserError
 
 VOCAB_TYPES = ("bpe", "unigram")
 
 
-class VocabularyError(ValueError):
+class VocabularyError(UserError):
   """An unusable or mismatched vocabulary file; one line naming it."""
 
 
@@ -43,11 +46,11 @@ def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
   if vocab_type not in VOCAB_TYPES:
     raise VocabularyError(f"vocab_type={vocab_type!r} must be one of {', '.join(VOCAB_TYPES)}")
   prefix = model_path[:-len(".model")] if model_path.endswith(".model") else model_path
-  tmp_prefix = prefix + ".incomplete"
+  model = io.BytesIO()
   spm.set_random_generator_seed(seed)
   try:
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_prefix=tmp_prefix, vocab_size=vocab_size,
+        sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
         model_type=vocab_type, pad_id=text_encoder.PAD_ID, eos_id=text_encoder.EOS_ID,
         unk_id=2, bos_id=-1, pad_piece=text_encoder.PAD, eos_piece=text_encoder.EOS,
         normalization_rule_name="identity", remove_extra_whitespaces=False,
@@ -57,8 +60,13 @@ def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
   except RuntimeError as e:
     raise VocabularyError(f"{model_path}: sentencepiece could not learn {vocab_size} pieces: "
                           f"{str(e).splitlines()[-1]}") from None
-  os.replace(tmp_prefix + ".model", prefix + ".model")
-  os.replace(tmp_prefix + ".vocab", prefix + ".vocab")  # Human-readable piece list.
+  from sentencepiece import sentencepiece_model_pb2
+  proto = sentencepiece_model_pb2.ModelProto.FromString(model.getvalue())
+  with files.atomic_paths([prefix + ".model", prefix + ".vocab"]) as (model_tmp, vocab_tmp):
+    with open(model_tmp, "wb") as f:
+      f.write(model.getvalue())
+    with open(vocab_tmp, "w", encoding="utf-8") as f:  # Human-readable piece list, as spm writes it.
+      f.writelines(f"{piece.piece}\t{piece.score:g}\n" for piece in proto.pieces)
   return SubwordEncoder(prefix + ".model")
 
 
@@ -104,7 +112,7 @@ class SubwordEncoder(text_encoder.TextEncoder):
     return self._processor.encode(text)
 
   def decode(self, ids: Iterable[int]) -> str:
-    return self._processor.decode(text_encoder.strip_ids(ids))
+    return self._processor.decode(text_encoder.until_eos(ids))
 
   def encode_batch(self, lines: Sequence[str]) -> List[List[int]]:
     """Many lines at once, in-graph (tensorflow_text)."""
@@ -117,7 +125,7 @@ class SubwordEncoder(text_encoder.TextEncoder):
     import tensorflow as tf
     if not ids:
       return []
-    stripped = [text_encoder.strip_ids(x) for x in ids]
+    stripped = [text_encoder.until_eos(x) for x in ids]
     ragged = tf.ragged.constant(stripped, dtype=tf.int32, row_splits_dtype=tf.int64)
     return [b.decode("utf-8") for b in self.tokenizer.detokenize(ragged).numpy()]
 

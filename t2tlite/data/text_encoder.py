@@ -7,10 +7,10 @@ characters, symbols) without touching the model.
 
 from typing import Iterable, List, Sequence
 
+from t2tlite.constants import EOS_ID, PAD_ID, until_eos  # noqa: F401 (re-exported)
+
 PAD = "<pad>"
 EOS = "<EOS>"
-PAD_ID = 0
-EOS_ID = 1
 NUM_RESERVED = 2
 
 
@@ -26,18 +26,6 @@ class TextEncoder:
 
   def decode(self, ids: Iterable[int]) -> str:
     raise NotImplementedError
-
-
-def strip_ids(ids: Iterable[int]) -> List[int]:
-  """Ids up to (not including) the first EOS, without padding."""
-  out = []
-  for i in ids:
-    i = int(i)
-    if i == EOS_ID:
-      break
-    if i != PAD_ID:
-      out.append(i)
-  return out
 
 
 class TokenEncoder(TextEncoder):
@@ -63,4 +51,4 @@ class TokenEncoder(TextEncoder):
     return ids
 
   def decode(self, ids: Iterable[int]) -> str:
-    return " ".join(self.tokens[i] for i in strip_ids(ids) if i < len(self.tokens))
+    return " ".join(self.tokens[i] for i in until_eos(ids) if i < len(self.tokens))

@@ -25,11 +25,13 @@ import dataclasses
 import re
 from typing import Iterator, List, Optional, Union
 
+from t2tlite.errors import UserError
+
 TRACE = "-NONE-"  # The Penn Treebank's tag for empty elements (traces, null complementizers).
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
-class TreeError(ValueError):
+class TreeError(UserError):
   """Unreadable bracketed text; one line naming the file and line."""
 
 

@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from t2tlite.data.text_encoder import EOS_ID, PAD_ID
+from t2tlite.constants import EOS_ID, PAD_ID, until_eos
 from t2tlite.decoding import search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 
@@ -101,7 +101,7 @@ class Decoder:
       result = self._search(tf.constant(batch), tf.constant(lengths))
       ids, scores = result.ids.numpy(), result.scores.numpy()
       for row, i in enumerate(chosen):
-        outputs[i] = [(_until_eos(ids[row, k]), float(scores[row, k]))
+        outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
                       for k in range(min(hp.beams_written, ids.shape[1]))]
     return outputs
 
@@ -133,12 +133,3 @@ class Decoder:
 
 def _padded_width(length: int, multiple: int) -> int:
   return -(-length // multiple) * multiple
-
-
-def _until_eos(ids) -> List[int]:
-  out = []
-  for token in ids:
-    if token == EOS_ID or token == PAD_ID:
-      break
-    out.append(int(token))
-  return out

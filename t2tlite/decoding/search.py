@@ -47,7 +47,7 @@ import typing
 
 import tensorflow as tf
 
-NEG_INF = -1e9
+from t2tlite.constants import NEG_INF
 # Sort key of invalid candidates: below every valid score, NEG_INF included.
 _SORT_MIN = float("-inf")
 

@@ -16,10 +16,10 @@ uniform distribution instead of NaN.
 import keras
 import tensorflow as tf
 
-NEG_INF = -1e9
+from t2tlite.constants import NEG_INF, PAD_ID
 
 
-def padding_mask(ids, pad_id: int = 0):
+def padding_mask(ids, pad_id: int = PAD_ID):
   """[batch, length] token ids -> [batch, 1, 1, length] bool, False at pads."""
   real = keras.ops.not_equal(ids, pad_id)
   return keras.ops.expand_dims(keras.ops.expand_dims(real, 1), 1)

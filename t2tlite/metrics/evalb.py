@@ -47,8 +47,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
+from t2tlite.errors import UserError
 
-class EvalbError(ValueError):
+
+class EvalbError(UserError):
   """A bad parameter file; one line naming file and line."""
 
 

@@ -11,15 +11,13 @@ and `decode_step`, which beam search calls one position at a time.
 import keras
 import tensorflow as tf
 
+from t2tlite.constants import PAD_ID
 from t2tlite.hparams.hparams import HParams, HParamsError
 from t2tlite.layers.attention import padding_mask
 from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
 from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
 from t2tlite.registry import register_model
-
-PAD_ID = 0
-EOS_ID = 1
 
 
 def shift_right(targets):

@@ -20,6 +20,7 @@ from typing import List
 
 from absl import logging
 
+from t2tlite import files
 from t2tlite.training import run_dir
 
 AVERAGED_DIR = "averaged"
@@ -113,7 +114,5 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
 
 
 def _write_json(path: str, value: dict) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
+  with files.atomic_write(path) as f:
     json.dump(value, f, indent=2)
-  os.replace(tmp, path)

@@ -15,6 +15,8 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from t2tlite.errors import UserError
+
 Curve = List[Tuple[int, float]]  # (step, value), sorted by step; the last write of a step wins.
 
 PANELS = (("train", "loss", "train loss (label-smoothed)"),
@@ -22,7 +24,7 @@ PANELS = (("train", "loss", "train loss (label-smoothed)"),
           ("eval", ("bleu", "exact_match"), "dev {metric} (beam search)"))
 
 
-class CurvesError(ValueError):
+class CurvesError(UserError):
   """A run directory without event files; one line naming it."""
 
 

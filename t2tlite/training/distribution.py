@@ -26,12 +26,14 @@ from typing import List, Optional
 
 import tensorflow as tf
 
+from t2tlite.errors import UserError
+
 TF_CONFIG = "TF_CONFIG"
 # Offset between replicas' dropout seed streams (a prime, so streams never coincide).
 _REPLICA_SEED_STRIDE = 1_000_003
 
 
-class DistributionError(ValueError):
+class DistributionError(UserError):
   """Inconsistent device or cluster settings; one line naming the flag or variable."""
 
 

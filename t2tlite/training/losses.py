@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-PAD_ID = 0
+from t2tlite.constants import PAD_ID
 
 
 class TokenLossSums(NamedTuple):

@@ -9,13 +9,15 @@ that differ: nothing the user wrote is overwritten without being asked.
 import json
 import os
 
+from t2tlite import files
+from t2tlite.errors import UserError
 from t2tlite.hparams.hparams import HParams
 
 HPARAMS_FILE = "hparams.json"
 RUN_FILE = "run.json"
 
 
-class RunDirError(ValueError):
+class RunDirError(UserError):
   """The output directory does not match the requested run."""
 
 
@@ -41,10 +43,8 @@ def prepare(output_dir: str, hparams: HParams, run_info: dict) -> None:
                           f"{saved_run[key]!r}, not {run_info.get(key)!r}")
     return
   hparams.save(path)
-  tmp = os.path.join(output_dir, RUN_FILE + ".tmp")
-  with open(tmp, "w") as f:
+  with files.atomic_write(os.path.join(output_dir, RUN_FILE)) as f:
     json.dump(run_info, f, indent=2, sort_keys=True)
-  os.replace(tmp, os.path.join(output_dir, RUN_FILE))
 
 
 def load_hparams(output_dir: str) -> HParams:

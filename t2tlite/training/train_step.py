@@ -31,6 +31,7 @@ per-replica step and the metric sums are reduced across replicas.
 import keras
 import tensorflow as tf
 
+from t2tlite.constants import PAD_ID
 from t2tlite.training import distribution, losses
 
 METRIC_KEYS = ("loss", "nll", "tokens", "correct", "sequences", "correct_sequences")
@@ -43,7 +44,7 @@ def _sums_dict(sums: losses.TokenLossSums):
 
 def real_tokens(targets):
   """Non-pad target tokens of a batch, float32 (the loss normaliser)."""
-  return tf.reduce_sum(tf.cast(tf.not_equal(targets, losses.PAD_ID), tf.float32))
+  return tf.reduce_sum(tf.cast(tf.not_equal(targets, PAD_ID), tf.float32))
 
 
 def make_train_step(model, optimizer, hparams, strategy=None):
