@@ -136,7 +136,7 @@ def measure(fn):
 # --------------------------------------------------------------------------------------------
 def write_records(path, source_ids, target_ids):
   import tensorflow as tf
-  from t2tlite.problems.translate import serialize_example
+  from t2tlite.data.records import serialize_pair as serialize_example
   with tf.io.TFRecordWriter(path) as writer:
     for s_ids, t_ids in zip(source_ids, target_ids):
       writer.write(serialize_example(s_ids, t_ids))
@@ -144,7 +144,8 @@ def write_records(path, source_ids, target_ids):
 
 def run_ours(pairs, encoder, path, write=True, keep_ids=None, in_graph=False):
   import tensorflow as tf
-  from t2tlite.problems.translate import serialize_example, tokenize_pairs
+  from t2tlite.data.records import serialize_pair as serialize_example
+  from t2tlite.problems.translate import tokenize_pairs
   n = 0
   writer = tf.io.TFRecordWriter(path) if write else None
   for sources, _, source_ids, target_ids in tokenize_pairs(iter(pairs), encoder, in_graph=in_graph):

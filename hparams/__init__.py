@@ -1,6 +1,10 @@
-"""Hyper-parameters: the HParams record (`hparams.py`) and the registered sets."""
+"""Registered hyper-parameter sets (`transformer.py`); the record itself is t2tlite.hparams_record.
 
-from t2tlite.hparams.hparams import HParams, HParamsError
-from t2tlite.hparams import transformer  # registers the sets
+`HParams` and `HParamsError` are re-exported here for code written against
+the old location, `t2tlite.hparams.hparams`.
+"""
+
+from t2tlite.hparams import transformer  # noqa: F401 (registers the sets)
+from t2tlite.hparams_record import HParams, HParamsError
 
 __all__ = ["HParams", "HParamsError"]

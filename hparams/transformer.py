@@ -5,7 +5,7 @@ the difference it makes. Names are exactly those of the design card; the row
 letters refer to Table 3 of Vaswani et al. 2017 (EN-DE newstest2013 dev).
 """
 
-from t2tlite.hparams.hparams import HParams
+from t2tlite.hparams_record import HParams
 from t2tlite.registry import register_hparams
 
 

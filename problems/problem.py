@@ -9,13 +9,12 @@ in memory so no datagen step is needed.
 """
 
 import os
-from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from t2tlite import files
-from t2tlite.data import text_encoder
+from t2tlite.data import records, text_encoder
 from t2tlite.errors import UserError
 
 SPLITS = ("train", "dev", "test")
@@ -108,52 +107,20 @@ class Problem:
                if split != "train" else [])
       if all(os.path.exists(p) for p in [path] + texts):
         continue
-      with files.atomic_paths([path] + texts) as (tmp_record, *tmp_texts):
-        text_files = [open(t, "w", encoding="utf-8") for t in tmp_texts]
-        with tf.io.TFRecordWriter(tmp_record) as writer:
-          for source, target in self.text_pairs(split, tmp_dir):
-            ids = self.encode_pair(source, target, encoders)
-            writer.write(serialize_example({key: v.tolist() for key, v in ids.items()}))
-            for f, line in zip(text_files, (source, target)):
-              f.write(line + "\n")
-        for f in text_files:
-          f.close()
+      with records.SplitWriter([path], texts) as writer:
+        for source, target in self.text_pairs(split, tmp_dir):
+          writer.write(source, target, encoders["inputs"].encode(source),
+                       encoders["targets"].encode(target))
 
   def dataset(self, split: str, data_dir: Optional[str] = None) -> tf.data.Dataset:
     """Examples {"inputs": int32 [s], "targets": int32 [t]}, EOS-terminated."""
     path = self.shard_path(data_dir, split) if data_dir else None
     if path and os.path.exists(path):
-      return tf.data.TFRecordDataset(path).map(_parse_example)
+      return records.read_records([path])
     if not self.generated:
       raise ProblemError(f"{path or '--data_dir'}: no data for problem {self.name} split "
                          f"{split}; run t2t-datagen --problem={self.name} --data_dir=DIR first")
     encoders = self.encoders(data_dir)
     pairs = [self.encode_pair(s, t, encoders) for s, t in self.text_pairs(split)]
-    return _in_memory_dataset(pairs)
+    return records.in_memory_dataset(pairs)
 
-
-def _in_memory_dataset(pairs) -> tf.data.Dataset:
-  """Examples from a list of id dicts, stored as one flat array per side (fast to build)."""
-  columns = {}
-  for key in ("inputs", "targets"):
-    lengths = np.array([len(p[key]) for p in pairs], np.int64)
-    ends = np.cumsum(lengths)
-    columns[key] = (tf.constant(np.concatenate([p[key] for p in pairs])), ends - lengths, ends)
-  bounds = {key: (starts, ends) for key, (_, starts, ends) in columns.items()}
-  return tf.data.Dataset.from_tensor_slices(bounds).map(
-      lambda b: {key: columns[key][0][b[key][0]:b[key][1]] for key in b})
-
-
-def serialize_example(ids: Dict[str, Sequence[int]]) -> bytes:
-  """One shard record: a tf.train.Example of int64 id lists, keyed "inputs" / "targets"."""
-  feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
-             for key, value in ids.items()}
-  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-
-_FEATURES = {"inputs": tf.io.VarLenFeature(tf.int64), "targets": tf.io.VarLenFeature(tf.int64)}
-
-
-def _parse_example(record):
-  parsed = tf.io.parse_single_example(record, _FEATURES)
-  return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in parsed.items()}

@@ -23,7 +23,6 @@ import concurrent.futures
 import dataclasses
 import json
 import os
-import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
@@ -31,7 +30,7 @@ from absl import logging
 
 from t2tlite import files as files_lib
 from t2tlite import overrides
-from t2tlite.data import parallel_text, subword, text_encoder
+from t2tlite.data import parallel_text, records, subword
 from t2tlite.problems import problem as problem_lib
 from t2tlite.problems.problem import Problem, ProblemError
 
@@ -177,41 +176,18 @@ class TranslateProblem(Problem):
       return
     n_shards = len(self.shard_paths(data_dir, split))
     stats = parallel_text.LineStats()
-    histogram: Dict[int, int] = {}
-    tokens = [0, 0]
-    progress = _Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir))
-    with files_lib.atomic_paths(files) as tmps:
-      shard_tmps, text_tmps = tmps[:n_shards], tmps[n_shards:-1]
-      writers = [tf.io.TFRecordWriter(p) for p in shard_tmps]
-      texts = [open(p, "w", encoding="utf-8") for p in text_tmps]
-      index = 0
+    progress = records.Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir))
+    with records.SplitWriter(files[:n_shards], files[n_shards:-1], files[-1]) as writer:
       pairs = parallel_text.drop_empty(self.text_pairs(split, tmp_dir), stats)
       for sources, targets, source_ids, target_ids in tokenize_pairs(pairs, encoder):
         for k in range(len(sources)):
-          s_ids, t_ids = source_ids[k], target_ids[k]
-          writers[index % n_shards].write(serialize_example(s_ids, t_ids))
-          length = max(len(s_ids), len(t_ids)) + 1  # + EOS.
-          histogram[length] = histogram.get(length, 0) + 1
-          tokens[0] += len(s_ids) + 1
-          tokens[1] += len(t_ids) + 1
-          for f, line in zip(texts, (sources[k], targets[k])):
-            f.write(line + "\n")
-          index += 1
-        progress.update(index)
-      for w in writers:
-        w.close()
-      for f in texts:
-        f.close()
-      if index == 0:
+          writer.write(sources[k], targets[k], source_ids[k], target_ids[k])
+        progress.update(writer.count)
+      if writer.count == 0:
         raise ProblemError(f"{self.name} {split}: no pairs (read {stats.read}, {stats.empty} "
                            "with an empty side)")
-      with open(tmps[-1], "w") as f:
-        json.dump({"pairs_read": stats.read, "pairs_written": index,
-                   "dropped_empty_side": stats.empty, "source_tokens": tokens[0],
-                   "target_tokens": tokens[1], "shards": n_shards,
-                   "length_histogram": {str(k): histogram[k] for k in sorted(histogram)}},
-                  f, indent=1)
-    progress.done(index)
+      writer.pairs_read, writer.dropped_empty_side = stats.read, stats.empty
+    progress.done(writer.count)
     if stats.empty:
       logging.info("%s %s: dropped %d of %d pairs with an empty side", self.name, split,
                    stats.empty, stats.read)
@@ -224,8 +200,7 @@ class TranslateProblem(Problem):
     if not all(os.path.exists(p) for p in files):
       raise ProblemError(f"{files[0]}: no complete data for {self.name} {split}; run "
                          f"t2t-datagen --problem={self.name} --data_dir={data_dir} first")
-    return tf.data.TFRecordDataset(files, num_parallel_reads=min(len(files), 4)).map(
-        problem_lib._parse_example, num_parallel_calls=tf.data.AUTOTUNE)
+    return records.read_records(files)
 
   def eval_text(self, split: str, data_dir: Optional[str]) -> Tuple[List[str], List[str]]:
     """The dev/test text datagen wrote, for t2t-decoder --decode_split."""
@@ -287,35 +262,3 @@ def _in_graph_encoder(encoder: subword.SubwordEncoder):
     flat, splits = flat.numpy().tolist(), splits.numpy().tolist()
     return [flat[a:b] for a, b in zip(splits[:-1], splits[1:])]
   return encode
-
-
-def serialize_example(source_ids, target_ids) -> bytes:
-  """The shard record of one pair: both sides' ids, each ending in EOS."""
-  return problem_lib.serialize_example({
-      "inputs": list(source_ids) + [text_encoder.EOS_ID],
-      "targets": list(target_ids) + [text_encoder.EOS_ID]})
-
-
-class _Progress:
-  """A progress line on stderr every few seconds: pairs, pairs/s, percent and ETA if known."""
-
-  def __init__(self, what: str, total: Optional[int], every: float = 5.0):
-    self.what, self.total, self.every = what, total, every
-    self.start = self.last = time.perf_counter()
-
-  def update(self, count: int):
-    now = time.perf_counter()
-    if now - self.last < self.every:
-      return
-    self.last = now
-    rate = count / max(now - self.start, 1e-9)
-    line = f"{self.what}: {count:,} pairs, {rate:,.0f} pairs/s"
-    if self.total:
-      line += (f", {100 * count / self.total:.1f}% ETA "
-               f"{max(self.total - count, 0) / max(rate, 1e-9):.0f}s")
-    logging.info(line)
-
-  def done(self, count: int):
-    seconds = time.perf_counter() - self.start
-    logging.info("%s: wrote %d pairs in %.1f s (%.0f pairs/s)", self.what, count, seconds,
-                 count / max(seconds, 1e-9))

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2tlite.hparams.hparams import HParamsError
+from t2tlite.hparams_record import HParamsError
 from t2tlite.models.transformer import Transformer
 from t2tlite.training import (checkpoints, distribution, input_pipeline, losses, run_dir,
                               train_step)

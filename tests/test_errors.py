@@ -14,7 +14,7 @@ def _user_error_classes():
   from t2tlite.data.parallel_text import ParallelTextError
   from t2tlite.data.subword import VocabularyError
   from t2tlite.data.trees import TreeError
-  from t2tlite.hparams.hparams import HParamsError
+  from t2tlite.hparams_record import HParamsError
   from t2tlite.metrics.evalb import EvalbError
   from t2tlite.overrides import OverrideError
   from t2tlite.problems.problem import ProblemError

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from t2tlite import registry
-from t2tlite.hparams.hparams import HParams, HParamsError
+from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.overrides import OverrideError
 
 TABLE3_SETS = [
@@ -135,8 +135,8 @@ def test_load_rejects_unknown_and_mistyped_fields(tmp_path):
 
 
 def test_every_field_has_a_comment():
-  source = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "hparams",
-                             "hparams.py")).read()
+  import inspect
+  source = inspect.getsource(inspect.getmodule(HParams))
   import dataclasses
   for field in dataclasses.fields(HParams):
     line = next(l for l in source.splitlines() if l.strip().startswith(f"{field.name}:"))

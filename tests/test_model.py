@@ -159,7 +159,7 @@ def test_16_bit_policies_match_float32_with_padding(policy):
 
 
 def test_missing_vocab_size_is_a_clear_error():
-  from t2tlite.hparams.hparams import HParamsError
+  from t2tlite.hparams_record import HParamsError
   with pytest.raises(HParamsError, match="vocab_size"):
     Transformer(tiny_hparams(input_vocab_size=0))
 

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from t2tlite.constants import PAD_ID
-from t2tlite.hparams.hparams import HParams, HParamsError
+from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.layers.attention import padding_mask
 from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
@@ -27,7 +27,7 @@ def shift_right(targets):
 
 @register_model("transformer")
 class Transformer(keras.Model):
-  """Encoder-decoder Transformer built from an HParams (see hparams/hparams.py)."""
+  """Encoder-decoder Transformer built from an HParams (see t2tlite/hparams_record.py)."""
 
   def __init__(self, hparams, **kwargs):
     hp = hparams if isinstance(hparams, HParams) else HParams.from_dict(hparams)

@@ -11,7 +11,7 @@ import os
 
 from t2tlite import files
 from t2tlite.errors import UserError
-from t2tlite.hparams.hparams import HParams
+from t2tlite.hparams_record import HParams
 
 HPARAMS_FILE = "hparams.json"
 RUN_FILE = "run.json"

@@ -21,7 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from t2tlite import registry
-from t2tlite.hparams.hparams import HParams
+from t2tlite.hparams_record import HParams
 from t2tlite.training import (averaging, checkpoints, distribution, input_pipeline, progress,
                               run_dir, train_step)
 from t2tlite.training.optimization import make_optimizer

@@ -1,5 +1,9 @@
 """The one typed hyper-parameter record every model, trainer and set shares.
 
+The registered sets (t2tlite.hparams, the top-level hparams/ folder) are
+functions returning this record; it lives in the core so that models,
+training and the commands depend only on the core.
+
 Defaults are the paper's base model (Vaswani et al. 2017, Section 3 and 5),
 so `transformer_base` is `HParams()` and every other set names only what it
 changes. Where tensor2tensor departs from the paper the default stays the
