@@ -270,8 +270,8 @@ def run_ours(args):
                         use_cache=args.use_cache)  # Default batching.
     reps = args.text_reps
   decoder = Decoder(model, dhp)
-  recorder = _RecordingSearch(decoder._search, extra)
-  decoder._search = recorder
+  recorder = _RecordingSearch(decoder.search_ids, extra)
+  decoder.search_ids = recorder
   label = f"{args.workload} {'cached' if args.use_cache else 'uncached'} xla={hp.xla}"
   res = dict(system="t2tlite", workload=args.workload, use_cache=args.use_cache, xla=hp.xla,
              tf=tf.__version__, keras=keras.__version__, beam=args.beam, alpha=args.alpha,

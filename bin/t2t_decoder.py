@@ -12,7 +12,6 @@ Scores go to stdout and to <decode_to_file>.scores.json.
 
 import json
 import os
-import time
 
 from absl import flags, logging
 
@@ -33,8 +32,7 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --decode_to_file.")
 def main(argv):
   cli.load_registry_or_exit()
   from t2tlite.decoding.decode_hparams import DecodeHParams
-  from t2tlite.decoding.decoder import Decoder
-  from t2tlite.metrics import scoring
+  from t2tlite.decoding.pipeline import DecodePipeline
   from t2tlite.training import run_dir
 
   output_dir = cli.require("output_dir")
@@ -51,26 +49,22 @@ def main(argv):
 
   model, checkpoint = run_dir.load_model(output_dir, FLAGS.checkpoint_path, FLAGS.hparams)
   logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, decode_hparams)
-  encoders = problem.encoders(FLAGS.data_dir)
-  start = time.perf_counter()
-  decoder = Decoder(model, decode_hparams)
-  postprocess = problem.decode_postprocessor()
-  decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"], postprocess)
-  seconds = time.perf_counter() - start
-  if hasattr(postprocess, "summary"):
-    logging.info("%s", postprocess.summary())
-  if decoder.truncated:
+  pipeline = DecodePipeline(problem, model, decode_hparams, FLAGS.data_dir)
+  decoded = pipeline.decode(sources, references)  # Scores the best hypothesis of each line.
+  decoder, seconds = pipeline.decoder, decoded.seconds
+  if decoded.postprocess_summary:
+    logging.info("%s", decoded.postprocess_summary)
+  if decoded.truncated:
     logging.warning("%d of %d sources were longer than %d tokens and were truncated",
-                    decoder.truncated, len(sources), decoder.max_input_length)
-  _write_lines(target, decodes)
+                    decoded.truncated, len(sources), decoder.max_input_length)
+  _write_lines(target, decoded.lines)
   logging.info("%d batch shapes (each traced, and XLA-compiled when xla=true)",
                len(decoder.shapes_seen))
-  logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s)", target, len(decodes),
-               seconds, len(decodes) / max(seconds, 1e-9))
+  logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s)", target, len(decoded.lines),
+               seconds, len(decoded.lines) / max(seconds, 1e-9))
   if references is not None:
-    best = [line.split("\t")[0] for line in decodes]  # Score the best hypothesis.
-    scores = scoring.score(best, references, problem.eval_metrics)
-    scores.update(lines=len(decodes), checkpoint=checkpoint, seconds=round(seconds, 2))
+    scores = dict(decoded.metrics)
+    scores.update(lines=len(decoded.lines), checkpoint=checkpoint, seconds=round(seconds, 2))
     with files.atomic_write(target + ".scores.json") as f:
       json.dump(scores, f, indent=2)
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"

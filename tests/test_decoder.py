@@ -6,6 +6,7 @@ import pytest
 
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder
+from t2tlite.decoding.pipeline import DecodePipeline, decode_lines
 from t2tlite.models.transformer import Transformer
 from t2tlite.overrides import OverrideError
 from tests.conftest import tiny_hparams
@@ -95,17 +96,47 @@ class _Words:
     return " ".join(str(i) for i in ids)
 
 
+class _WordsProblem:
+  """A problem whose text is the ids themselves, scored by exact match."""
+  eval_metrics = ("exact_match",)
+
+  def encoders(self, data_dir=None):
+    return {"inputs": _Words(), "targets": _Words()}
+
+  def decode_postprocessor(self):
+    return None
+
+
 def test_written_lines_with_beams_and_scores(trained):
   model, sources = trained
   lines = [" ".join(map(str, s)) for s in sources[:5]] + [""]
-  plain = Decoder(model, DecodeHParams(extra_length=5)).decode_lines(lines, _Words(), _Words())
+  plain = decode_lines(_WordsProblem(), model, DecodeHParams(extra_length=5), lines)
   hp = DecodeHParams(extra_length=5, nbest=2, write_beam_scores=True)
-  scored = Decoder(model, hp).decode_lines(lines, _Words(), _Words())
-  for one, two in zip(plain[:5], scored[:5]):
+  scored = decode_lines(_WordsProblem(), model, hp, lines)
+  for one, two, hyps in zip(plain.lines[:5], scored.lines[:5], scored.hypotheses):
     fields = two.split("\t")
     assert len(fields) == 4 and fields[0] == one
     assert float(fields[1]) >= float(fields[3])
-  assert plain[5] == "" and scored[5] == ""
+    assert fields == [hyps[0].text, f"{hyps[0].score:.4f}", hyps[1].text, f"{hyps[1].score:.4f}"]
+  assert plain.lines[5] == "" and scored.lines[5] == ""
+  # The text path decodes exactly what the id path decodes.
+  ids = Decoder(model, DecodeHParams(extra_length=5)).decode_ids(sources[:5])
+  assert plain.lines[:5] == [" ".join(map(str, x)) for x in ids]
+
+
+def test_pipeline_scores_the_best_hypothesis_against_references(trained):
+  """exact_match over the best hypotheses, whatever else the lines hold (nbest, scores)."""
+  model, sources = trained
+  lines = [" ".join(map(str, s)) for s in sources[:6]]
+  hp = DecodeHParams(extra_length=5, nbest=2, write_beam_scores=True)
+  first = decode_lines(_WordsProblem(), model, hp, lines)
+  references = [first.best[0], "no", first.best[2], "no", "no", first.best[5]]
+  again = decode_lines(_WordsProblem(), model, hp, lines, references)
+  assert again.best == first.best and again.metrics == {"exact_match": 0.5}
+  steps = []
+  DecodePipeline(_WordsProblem(), model, hp.override("batch_size=4")).decode(
+      lines, on_batch=lambda done, total: steps.append((done, total)))
+  assert steps == [(4, 6), (6, 6)]
 
 
 def test_token_budget_batches_and_truncation(model):

@@ -6,6 +6,8 @@ import pytest
 import tensorflow as tf
 
 from t2tlite.decoding import search
+from t2tlite.decoding.decode_hparams import DecodeHParams
+from t2tlite.decoding.decoder import Decoder
 from t2tlite.models.transformer import Transformer
 from tests.conftest import tiny_hparams
 
@@ -83,12 +85,9 @@ def test_cached_incremental_decoding_equals_full_forward(changes):
 
 def test_cached_greedy_search_equals_greedy_by_full_recomputation(model):
   """The tensor2tensor testSlowVsFast check: fast (cached) decode == slow (recompute) decode."""
-  length = 7
-  memory, bias = model.encode(tf.constant(SRC))
-  state, context = model.initial_decode_state(memory, bias, length + 1)
-  fast = search.greedy_search(
-      lambda ids, step, st: model.decode_step(ids, step, st, context),
-      tf.zeros([2], tf.int32), state, tf.constant([length, length]), length).ids[:, 0].numpy()
+  length = 7  # Decode length = source width 5 + extra_length 2; both rows may use all of it.
+  decoder = Decoder(model, DecodeHParams(beam_size=1, extra_length=2))
+  fast = decoder.search_ids(tf.constant(SRC), tf.constant([5, 5])).ids[:, 0].numpy()
   slow = np.zeros([2, 0], np.int32)
   for _ in range(length + 1):  # Recompute the whole prefix every step, then extend by argmax.
     logits = logits_of(model, SRC, np.concatenate([slow, np.zeros([2, 1], np.int32)], 1))
@@ -173,20 +172,14 @@ def test_beam_search_with_append_only_cache_equals_recomputation(xla):
   """
   keras.utils.set_random_seed(3)
   model = Transformer(tiny_hparams(xla=xla))
-  beam, length = 3, 6
-  memory, mask = model.encode(tf.constant(SRC))
+  # Decode length 6 (source width 5 + extra_length 1); at most 6 and 4 tokens per sentence.
+  hp = DecodeHParams(beam_size=3, alpha=0.6, extra_length=1)
 
-  def run(initial_state, step_fn, reorder, context):
-    state, ctx = initial_state(memory, mask, length + 1)
-    ctx = ctx if context == "per_sentence" else search.tile_to_beams(ctx, beam)
-    return search.beam_search(lambda ids, step, st: step_fn(ids, step, st, ctx),
-                              tf.zeros([2], tf.int32), state, beam, 0.6,
-                              tf.constant([length, length - 2]), length, reorder_state=reorder)
+  def run(use_cache):
+    decoder = Decoder(model, hp.override(f"use_cache={use_cache}"))
+    return decoder.search_ids(tf.constant(SRC), tf.constant([5, 3]))
 
-  cached = run(model.initial_decode_state, model.decode_step, model.reorder_decode_state,
-               "per_sentence")
-  uncached = run(model.initial_uncached_state, model.decode_step_uncached, search.gather_rows,
-                 "per_row")
+  cached, uncached = run(True), run(False)
   np.testing.assert_array_equal(cached.ids.numpy(), uncached.ids.numpy())
   np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-5)
 

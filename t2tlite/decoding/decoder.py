@@ -1,4 +1,4 @@
-"""Batched decoding of id sequences and text lines with a trained model.
+"""Batched decoding of id sequences with a trained model (text: decoding/pipeline.py).
 
 Sources are sorted by length and cut into batches, each padded to a multiple
 of `length_multiple` so the XLA-compiled search is compiled for few shapes;
@@ -31,13 +31,18 @@ class Decoder:
       self._initial_state = model.initial_uncached_state
       self._step = model.decode_step_uncached
       self._reorder = search.gather_rows
-    self._search = tf.function(self._search_batch, jit_compile=model.hparams.xla,
-                               reduce_retracing=False)
+    # The one compiled search over ids: every decode path (files, dev decoding, export) runs it.
+    self.search_ids = tf.function(self._search_batch, jit_compile=model.hparams.xla,
+                                  reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
     self.shapes_seen = set()  # Distinct batch shapes decoded: each one is a trace (and an XLA compile).
 
   def _search_batch(self, inputs, source_lengths):
-    """inputs int32 [b, s] (EOS-terminated, padded); source_lengths [b] without EOS."""
+    """inputs int32 [b, s] (EOS-terminated, padded); source_lengths [b] without EOS.
+
+    Returns search.SearchResult: ids [b, beam, s + extra_length + 1], scores [b, beam].
+    Each sentence may generate source_lengths[b] + extra_length tokens.
+    """
     hp = self.hparams
     decode_length = inputs.shape[1] + hp.extra_length  # Static: the padded length.
     memory, memory_mask = self.model.encode(inputs)
@@ -73,11 +78,14 @@ class Decoder:
       current.append(i)
     return out + ([current] if current else [])
 
-  def decode_nbest(self, sources: Sequence[Sequence[int]]) -> List[List[Tuple[List[int], float]]]:
+  def decode_nbest(self, sources: Sequence[Sequence[int]],
+                   on_batch: Optional[Callable[[int, int], None]] = None
+                   ) -> List[List[Tuple[List[int], float]]]:
     """Source ids (without EOS) -> per source, the best `beams_written` (ids, score), best first.
 
     Empty sources give []. Sources longer than `max_input_length` are cut
     (counted in `self.truncated`). Outputs are in input order.
+    `on_batch(sentences done, non-empty sentences in all)` follows each batch.
     """
     hp = self.hparams
     limit = self.max_input_length
@@ -86,6 +94,7 @@ class Decoder:
     if limit:
       sources = [s[:limit] for s in sources]
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
+    done, total = 0, sum(1 for s in sources if s)
     for chosen in self.batches([len(s) for s in sources]):
       width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
       # Extra rows hold an empty source (EOS only, max length 0): done after one step.
@@ -98,37 +107,19 @@ class Decoder:
         batch[row, len(sources[i])] = EOS_ID
         lengths[row] = len(sources[i])
       self.shapes_seen.add(batch.shape)
-      result = self._search(tf.constant(batch), tf.constant(lengths))
+      result = self.search_ids(tf.constant(batch), tf.constant(lengths))
       ids, scores = result.ids.numpy(), result.scores.numpy()
       for row, i in enumerate(chosen):
         outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
                       for k in range(min(hp.beams_written, ids.shape[1]))]
+      done += len(chosen)
+      if on_batch:
+        on_batch(done, total)
     return outputs
 
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
     """Source ids (without EOS) -> best target ids (without EOS), in input order."""
     return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]
-
-  def decode_lines(self, lines: Sequence[str], input_encoder, target_encoder,
-                   postprocess: Optional[Callable[[str, str], str]] = None) -> List[str]:
-    """Text in, text out, one line per source; an empty line decodes to an empty line.
-
-    With return_beams / nbest the line holds the hypotheses tab-separated, best
-    first; write_beam_scores puts each hypothesis' score after it.
-    `postprocess(source line, hypothesis)` rewrites each hypothesis (parsing:
-    the tree over the source words).
-    """
-    sources = [input_encoder.encode(line) if line.strip() else [] for line in lines]
-    out = []
-    for line, beams in zip(lines, self.decode_nbest(sources)):
-      fields = []
-      for ids, score in beams:
-        text = target_encoder.decode(ids)
-        fields.append(postprocess(line, text) if postprocess else text)
-        if self.hparams.write_beam_scores:
-          fields.append(f"{score:.4f}")
-      out.append("\t".join(fields))
-    return out
 
 
 def _padded_width(length: int, multiple: int) -> int:

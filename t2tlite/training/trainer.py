@@ -94,7 +94,7 @@ class Trainer:
         self.checkpoint, self.write_dir,
         max_to_keep=options.keep_checkpoint_max if self.is_chief else 1,
         step_counter=self.optimizer.iterations)
-    self._dev_decoder = None  # Built at the first evaluation that decodes.
+    self._dev_decoder = None  # A DecodePipeline, built at the first evaluation that decodes.
     self.train_step = train_step.make_train_step(
         self.model, self.optimizer, self.hparams, self.strategy)
     self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
@@ -197,29 +197,24 @@ class Trainer:
   def decode_dev(self) -> dict:
     """Real (not teacher-forced) decoding of dev, scored with the problem's metrics."""
     from t2tlite.decoding.decode_hparams import DecodeHParams
-    from t2tlite.decoding.decoder import Decoder
-    from t2tlite.metrics import scoring
+    from t2tlite.decoding.pipeline import DecodePipeline
     if self._dev_decoder is None:
       decode_hparams = DecodeHParams().override(self.problem.default_decode_hparams).override(
           self.options.eval_decode_hparams, "--eval_decode_hparams")
-      self._dev_decoder = Decoder(self.model, decode_hparams)
+      self._dev_decoder = DecodePipeline(self.problem, self.model, decode_hparams, self.data_dir)
       sources, references = self.problem.eval_text("dev", self.data_dir)
       if self.options.eval_decode_lines:
         sources = sources[:self.options.eval_decode_lines]
         references = references[:self.options.eval_decode_lines]
-      encoders = self.problem.encoders(self.data_dir)
-      self._dev_text = (sources, references, encoders["inputs"], encoders["targets"])
-    sources, references, source_encoder, target_encoder = self._dev_text
-    start = time.perf_counter()
-    postprocess = self.problem.decode_postprocessor()
-    decodes = self._dev_decoder.decode_lines(sources, source_encoder, target_encoder, postprocess)
-    if hasattr(postprocess, "summary"):
-      logging.info("dev decodes: %s", postprocess.summary())
-    scores = scoring.score(decodes, references, self.problem.eval_metrics)
+      self._dev_text = (sources, references)
+    sources, references = self._dev_text
+    decoded = self._dev_decoder.decode(sources, references)
+    if decoded.postprocess_summary:
+      logging.info("dev decodes: %s", decoded.postprocess_summary)
     logging.info("decoded %d dev sentences in %.1f s (%d batch shapes so far): %s", len(sources),
-                 time.perf_counter() - start, len(self._dev_decoder.shapes_seen),
-                 " ".join(f"{k} {v:.4f}" for k, v in scores.items()))
-    return scores
+                 decoded.seconds, len(self._dev_decoder.decoder.shapes_seen),
+                 " ".join(f"{k} {v:.4f}" for k, v in decoded.metrics.items()))
+    return decoded.metrics
 
   def evaluate(self, step: Optional[int] = None) -> dict:
     """Teacher-forced loss, NLL, perplexity and accuracies on the dev split."""
