@@ -1,4 +1,4 @@
-"""t2t-decoder: batch-translate a file (or a problem's split) with a trained model.
+r"""t2t-decoder: batch-translate a file (or a problem's split) with a trained model.
 
   t2t-decoder --problem=algorithmic_reverse --output_dir=runs/reverse \
       --decode_from_file=test.inputs --decode_to_file=test.decoded \
@@ -17,6 +17,7 @@ import time
 from absl import flags, logging
 
 from t2tlite import cli, registry
+from t2tlite.progress import Progress
 
 FLAGS = flags.FLAGS
 cli.define_registry_flags()
@@ -55,7 +56,10 @@ def main(argv):
   start = time.perf_counter()
   decoder = Decoder(model, decode_hparams)
   postprocess = problem.decode_postprocessor()
-  decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"], postprocess)
+  reporter = Progress("decoding", len(sources), "lines")
+  decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"], postprocess,
+                                 progress=reporter.update)
+  reporter.finish(len(sources))
   seconds = time.perf_counter() - start
   if hasattr(postprocess, "summary"):
     logging.info("%s", postprocess.summary())

@@ -23,13 +23,13 @@ import concurrent.futures
 import dataclasses
 import json
 import os
-import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
 
 from t2tlite import overrides
+from t2tlite.progress import Progress
 from t2tlite.data import parallel_text, subword, text_encoder
 from t2tlite.problems import problem as problem_lib
 from t2tlite.problems.problem import Problem, ProblemError
@@ -179,7 +179,7 @@ class TranslateProblem(Problem):
     stats = parallel_text.LineStats()
     histogram: Dict[int, int] = {}
     tokens = [0, 0]
-    progress = _Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir))
+    progress = Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir), "pairs")
     with problem_lib._AtomicFiles(files) as tmps:
       shard_tmps, text_tmps = tmps[:n_shards], tmps[n_shards:-1]
       writers = [tf.io.TFRecordWriter(p) for p in shard_tmps]
@@ -211,7 +211,7 @@ class TranslateProblem(Problem):
                    "target_tokens": tokens[1], "shards": n_shards,
                    "length_histogram": {str(k): histogram[k] for k in sorted(histogram)}},
                   f, indent=1)
-    progress.done(index)
+    progress.finish(index)
     if stats.empty:
       logging.info("%s %s: dropped %d of %d pairs with an empty side", self.name, split,
                    stats.empty, stats.read)
@@ -294,28 +294,3 @@ def serialize_example(source_ids, target_ids) -> bytes:
   return problem_lib.serialize_example({
       "inputs": list(source_ids) + [text_encoder.EOS_ID],
       "targets": list(target_ids) + [text_encoder.EOS_ID]})
-
-
-class _Progress:
-  """A progress line on stderr every few seconds: pairs, pairs/s, percent and ETA if known."""
-
-  def __init__(self, what: str, total: Optional[int], every: float = 5.0):
-    self.what, self.total, self.every = what, total, every
-    self.start = self.last = time.perf_counter()
-
-  def update(self, count: int):
-    now = time.perf_counter()
-    if now - self.last < self.every:
-      return
-    self.last = now
-    rate = count / max(now - self.start, 1e-9)
-    line = f"{self.what}: {count:,} pairs, {rate:,.0f} pairs/s"
-    if self.total:
-      line += (f", {100 * count / self.total:.1f}% ETA "
-               f"{max(self.total - count, 0) / max(rate, 1e-9):.0f}s")
-    logging.info(line)
-
-  def done(self, count: int):
-    seconds = time.perf_counter() - self.start
-    logging.info("%s: wrote %d pairs in %.1f s (%.0f pairs/s)", self.what, count, seconds,
-                 count / max(seconds, 1e-9))

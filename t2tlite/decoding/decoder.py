@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2tlite.data.text_encoder import EOS_ID, PAD_ID
+from t2tlite import xla_choice
 from t2tlite.decoding import search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 
@@ -31,7 +32,7 @@ class Decoder:
       self._initial_state = model.initial_uncached_state
       self._step = model.decode_step_uncached
       self._reorder = search.gather_rows
-    self._search = tf.function(self._search_batch, jit_compile=model.hparams.xla,
+    self._search = tf.function(self._search_batch, jit_compile=xla_choice.decode_xla(model.hparams),
                                reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
     self.shapes_seen = set()  # Distinct batch shapes decoded: each one is a trace (and an XLA compile).
@@ -73,11 +74,15 @@ class Decoder:
       current.append(i)
     return out + ([current] if current else [])
 
-  def decode_nbest(self, sources: Sequence[Sequence[int]]) -> List[List[Tuple[List[int], float]]]:
+  def decode_nbest(self, sources: Sequence[Sequence[int]],
+                   progress: Optional[Callable[[int], object]] = None
+                   ) -> List[List[Tuple[List[int], float]]]:
     """Source ids (without EOS) -> per source, the best `beams_written` (ids, score), best first.
 
     Empty sources give []. Sources longer than `max_input_length` are cut
-    (counted in `self.truncated`). Outputs are in input order.
+    (counted in `self.truncated`). Outputs are in input order. `progress(done)`
+    is called after each batch with the number of sources decoded so far
+    (empty ones count as done from the start), e.g. `t2tlite.progress.Progress.update`.
     """
     hp = self.hparams
     limit = self.max_input_length
@@ -86,6 +91,7 @@ class Decoder:
     if limit:
       sources = [s[:limit] for s in sources]
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
+    done = sum(1 for s in sources if not s)
     for chosen in self.batches([len(s) for s in sources]):
       width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
       # Extra rows hold an empty source (EOS only, max length 0): done after one step.
@@ -103,6 +109,9 @@ class Decoder:
       for row, i in enumerate(chosen):
         outputs[i] = [(_until_eos(ids[row, k]), float(scores[row, k]))
                       for k in range(min(hp.beams_written, ids.shape[1]))]
+      done += len(chosen)
+      if progress is not None:
+        progress(done)
     return outputs
 
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
@@ -110,7 +119,8 @@ class Decoder:
     return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]
 
   def decode_lines(self, lines: Sequence[str], input_encoder, target_encoder,
-                   postprocess: Optional[Callable[[str, str], str]] = None) -> List[str]:
+                   postprocess: Optional[Callable[[str, str], str]] = None,
+                   progress: Optional[Callable[[int], object]] = None) -> List[str]:
     """Text in, text out, one line per source; an empty line decodes to an empty line.
 
     With return_beams / nbest the line holds the hypotheses tab-separated, best
@@ -120,7 +130,7 @@ class Decoder:
     """
     sources = [input_encoder.encode(line) if line.strip() else [] for line in lines]
     out = []
-    for line, beams in zip(lines, self.decode_nbest(sources)):
+    for line, beams in zip(lines, self.decode_nbest(sources, progress)):
       fields = []
       for ids, score in beams:
         text = target_encoder.decode(ids)

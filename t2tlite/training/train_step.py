@@ -31,6 +31,7 @@ per-replica step and the metric sums are reduced across replicas.
 import keras
 import tensorflow as tf
 
+from t2tlite import xla_choice
 from t2tlite.training import distribution, losses
 
 METRIC_KEYS = ("loss", "nll", "tokens", "correct", "sequences", "correct_sequences")
@@ -101,7 +102,7 @@ def make_train_step(model, optimizer, hparams, strategy=None):
     sums["grad_norm"] = apply(grads)
     return sums
 
-  compiled_gradients = tf.function(gradients, jit_compile=hparams.xla)
+  compiled_gradients = tf.function(gradients, jit_compile=xla_choice.train_xla(hparams))
 
   def synced_step(batch):
     """Several replicas: all-reduce the token count, then the gradients."""
@@ -114,7 +115,7 @@ def make_train_step(model, optimizer, hparams, strategy=None):
   if sync:
     replica_step = synced_step
   else:
-    compiled_whole = tf.function(whole_step, jit_compile=hparams.xla)
+    compiled_whole = tf.function(whole_step, jit_compile=xla_choice.train_xla(hparams))
     replica_step = lambda batch: compiled_whole(batch)  # noqa: E731 (see make_eval_step)
 
   def step(batch):
@@ -132,7 +133,7 @@ def make_eval_step(model, hparams, strategy=None):
     logits = model(batch, training=False)
     return _sums_dict(losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing))
 
-  compiled = tf.function(replica_step, jit_compile=hparams.xla)
+  compiled = tf.function(replica_step, jit_compile=xla_choice.train_xla(hparams))
 
   def step(batch):
     # A plain function around the compiled one: strategy.run would otherwise
@@ -152,7 +153,7 @@ def _trace_per_shape_if_xla(step, hparams):
   shapes. reduce_retracing relaxes [rows, length] to [None, None] at the second
   shape, so the whole run traces twice.
   """
-  return tf.function(step, reduce_retracing=not hparams.xla)
+  return tf.function(step, reduce_retracing=not xla_choice.train_xla(hparams))
 
 
 def compilations(step) -> int:
