@@ -67,7 +67,7 @@ def main(argv):
     logging.warning("%d of %d sources were longer than %d tokens and were truncated",
                     decoder.truncated, len(sources), decoder.max_input_length)
   _write_lines(target, decodes)
-  logging.info("%d batch shapes (each traced, and XLA-compiled when xla=true)",
+  logging.info("%d batch shapes (each traced, and XLA-compiled unless xla=false)",
                len(decoder.shapes_seen))
   logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s)", target, len(decodes),
                seconds, len(decodes) / max(seconds, 1e-9))

@@ -103,6 +103,24 @@ def test_a_quick_error_after_tensorflow_loads_is_one_line_without_noise():
       "t2t_decoder.py: error: --output_dir is required"], proc.stderr
 
 
+def test_verbosity_1_keeps_tensorflows_start_up_lines():
+  if xla_choice.accelerator():
+    pytest.skip("with a GPU TensorFlow does not print the no-CUDA lines")
+  proc = _run([sys.executable, "-m", "t2tlite.bin.t2t_decoder", "--problem=algorithmic_reverse",
+               "--verbosity=1"], env={"TF_CPP_MIN_LOG_LEVEL": ""})
+  assert proc.returncode == 2 and "cudart_stub" in proc.stderr, proc.stderr
+
+
+def test_retracing_warnings_are_dropped_once_the_commands_are_loaded():
+  import logging
+  import t2tlite.cli  # noqa: F401 - installs the filter, as every command does.
+  record = logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "5 out of the last 5 "
+                             "calls to <function f> triggered tf.function retracing.", None, None)
+  other = logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "a real one", None, None)
+  logger = logging.getLogger("tensorflow")
+  assert not logger.filter(record) and logger.filter(other)
+
+
 def test_filtered_stderr_drops_only_the_known_noise(capfd):
   with tf_noise.FilteredStderr():
     os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are "
@@ -347,3 +365,37 @@ def test_decoder_reports_progress_after_each_batch():
     done += len(batch)
     expected.append(done)
   assert seen == expected and seen[-1] == len(sources) and len(batches) == 3
+
+
+def test_datagen_reports_pairs_with_total_and_eta(shared_dir, tmp_path):
+  nc = os.path.join(shared_dir, "data", "wmt", "moses_nc-5k_fr-en")
+  proc = _run([sys.executable, "-m", "t2tlite.bin.t2t_datagen", "--problem=translate_files",
+               f"--data_dir={tmp_path}", f"--problem_options=train_source={nc}/nc-5k.fr,"
+               f"train_target={nc}/nc-5k.en,vocab_size=2000"],
+              env={"T2T_PROGRESS_SECONDS": "0"})
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  # 5000 lines in the source file (the ETA's total); 13 pairs with an empty side are dropped
+  # (PROVENANCE.md). Pairs are tokenized in chunks: this file is one.
+  assert re.search(r"translate_files train: 4,987/5,000 pairs \(99\.7%\), [\d,.]+ pairs/s, "
+                   r"ETA 0m00s", proc.stderr), proc.stderr[-2000:]
+  assert re.search(r"translate_files train: 4,987 pairs in [\d.]+ s \([\d,.]+ pairs/s\)",
+                   proc.stderr)
+
+
+def test_averaging_reports_each_checkpoint(tmp_path, monkeypatch, caplog):
+  import tensorflow as tf
+  from t2tlite.models.transformer import Transformer
+  from t2tlite.training import averaging, checkpoints, run_dir
+  hp = tiny_hparams(xla="false")
+  run_dir.prepare(str(tmp_path), hp, {"model": "transformer"})
+  model = Transformer(hp)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=checkpoints.model_trackable(
+      model)), str(tmp_path), max_to_keep=5, checkpoint_name="ckpt")
+  for step in (1, 2, 3):
+    manager.save(checkpoint_number=step)
+  monkeypatch.setenv("T2T_PROGRESS_SECONDS", "0")
+  with caplog.at_level("INFO", logger="absl"):
+    averaging.average_checkpoints(str(tmp_path), 3)
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("averaging: ")]
+  assert [line.split(" (")[0] for line in lines] == [
+      "averaging: 1/3 checkpoints", "averaging: 2/3 checkpoints", "averaging: 3/3 checkpoints"]

@@ -20,8 +20,8 @@ per-replica step and the metric sums are reduced across replicas.
 * mixed_float16: the loss is multiplied by the LossScaleOptimizer's dynamic
   scale; norms are reported unscaled, and a non-finite gradient skips the
   update (the optimizer's `iterations` does not advance).
-* XLA (`hparams.xla`). With one device the whole update (gradients and
-  optimizer) is one XLA cluster. With MirroredStrategy or
+* XLA (`hparams.xla`; "auto" is on with a GPU/TPU only, see t2tlite/xla_choice.py). With
+  one device the whole update (gradients and optimizer) is one XLA cluster. With MirroredStrategy or
   MultiWorkerMirroredStrategy the forward/backward pass of each replica is
   compiled, and the all-reduce and the optimizer run around it. Either way
   `step` is traced once per batch shape, so XLA compiles once per bucket
