@@ -33,8 +33,10 @@ setup(
         "absl-py>=2.1",
         "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
         "numpy",
+        "matplotlib>=3.7",  # t2t-plot-curves, which the README's recipes call.
     ],
-    extras_require={"test": ["pytest>=8", "matplotlib>=3.7"], "plots": ["matplotlib>=3.7"]},
+    # "plots" stays (now empty) so `pip install -e .[plots]` from older instructions still works.
+    extras_require={"test": ["pytest>=8"], "plots": []},
     entry_points={
         "console_scripts": [
             "t2t-trainer=t2tlite.bin.t2t_trainer:run",

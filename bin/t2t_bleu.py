@@ -1,4 +1,4 @@
-"""t2t-bleu: score a translation against its reference, as reported today and as in the paper.
+r"""t2t-bleu: score a translation against its reference, as reported today and as in the paper.
 
   t2t-bleu --translation=decoded.de --reference=newstest2014.de
   t2t-bleu --translation=decoded.en --reference=newstest2014.en --language=en \

@@ -1,4 +1,4 @@
-"""t2t-datagen: write a problem's tokenized data (TFRecords) and text splits.
+r"""t2t-datagen: write a problem's tokenized data (TFRecords) and text splits.
 
   t2t-datagen --problem=algorithmic_reverse --data_dir=data
   t2t-datagen --problem=multi30k_ende --data_dir=data/m30k --tmp_dir=raw/multi30k

@@ -1,4 +1,4 @@
-"""t2t-decoder: batch-translate a file (or a problem's split) with a trained model.
+r"""t2t-decoder: batch-translate a file (or a problem's split) with a trained model.
 
   t2t-decoder --problem=algorithmic_reverse --output_dir=runs/reverse \
       --decode_from_file=test.inputs --decode_to_file=test.decoded \
@@ -16,6 +16,7 @@ import os
 from absl import flags, logging
 
 from t2tlite import cli, files, registry
+from t2tlite.progress import Progress
 
 FLAGS = flags.FLAGS
 cli.define_registry_flags()
@@ -50,7 +51,9 @@ def main(argv):
   model, checkpoint = run_dir.load_model(output_dir, FLAGS.checkpoint_path, FLAGS.hparams)
   logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, decode_hparams)
   pipeline = DecodePipeline(problem, model, decode_hparams, FLAGS.data_dir)
-  decoded = pipeline.decode(sources, references)  # Scores the best hypothesis of each line.
+  reporter = Progress("decoding", len(sources), "lines")
+  decoded = pipeline.decode(sources, references, reporter.update)  # Scores the best of each line.
+  reporter.finish(len(sources))
   decoder, seconds = pipeline.decoder, decoded.seconds
   if decoded.postprocess_summary:
     logging.info("%s", decoded.postprocess_summary)
@@ -58,7 +61,7 @@ def main(argv):
     logging.warning("%d of %d sources were longer than %d tokens and were truncated",
                     decoded.truncated, len(sources), decoder.max_input_length)
   _write_lines(target, decoded.lines)
-  logging.info("%d batch shapes (each traced, and XLA-compiled when xla=true)",
+  logging.info("%d batch shapes (each traced, and XLA-compiled unless xla=false)",
                len(decoder.shapes_seen))
   logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s)", target, len(decoded.lines),
                seconds, len(decoded.lines) / max(seconds, 1e-9))

@@ -1,4 +1,4 @@
-"""t2t-parse-eval: EVALB's labeled bracketing scores of parse trees against gold trees.
+r"""t2t-parse-eval: EVALB's labeled bracketing scores of parse trees against gold trees.
 
   t2t-parse-eval --gold=data/ptb_sample-test.trees --test=runs/parse/test.trees
   t2t-parse-eval --gold=sec23.gold --test=sec23.parsed --evalb_params=COLLINS.prm \

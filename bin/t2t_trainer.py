@@ -1,4 +1,4 @@
-"""t2t-trainer: train a registered model on a registered problem.
+r"""t2t-trainer: train a registered model on a registered problem.
 
   t2t-trainer --problem=algorithmic_reverse --hparams_set=transformer_tiny \
       --output_dir=runs/reverse --train_steps=3000

@@ -48,7 +48,7 @@ def transformer_base_h32() -> HParams:
   return transformer_base().replace(num_heads=32)
 
 
-# --- Row (B): smaller attention key size d_k alone (d_v stays 64).
+# --- Table 3 row (B): smaller attention key size d_k alone (d_v stays 64).
 @register_hparams()
 def transformer_base_dk16() -> HParams:
   return transformer_base().replace(d_k=16, d_v=64)
@@ -59,7 +59,7 @@ def transformer_base_dk32() -> HParams:
   return transformer_base().replace(d_k=32, d_v=64)
 
 
-# --- Row (C): model size.
+# --- Table 3 row (C): model size.
 @register_hparams()
 def transformer_base_n2() -> HParams:
   return transformer_base().replace(num_encoder_layers=2, num_decoder_layers=2)
@@ -95,7 +95,7 @@ def transformer_base_ff4096() -> HParams:
   return transformer_base().replace(d_ff=4096)
 
 
-# --- Row (D): dropout and label smoothing.
+# --- Table 3 row (D): dropout and label smoothing.
 @register_hparams()
 def transformer_base_drop0() -> HParams:
   return transformer_base().replace(dropout=0.0)
@@ -116,7 +116,7 @@ def transformer_base_ls02() -> HParams:
   return transformer_base().replace(label_smoothing=0.2)
 
 
-# --- Row (E): learned positional embeddings instead of sinusoids.
+# --- Table 3 row (E): learned positional embeddings instead of sinusoids.
 @register_hparams()
 def transformer_base_posemb() -> HParams:
   return transformer_base().replace(position_encoding="learned")

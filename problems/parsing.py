@@ -41,7 +41,7 @@ from t2tlite import files as files_lib
 from t2tlite.data import linearize, parallel_text, trees
 from t2tlite.problems.problem import ProblemError
 from t2tlite.problems.translate import TranslateOptions, TranslateProblem
-from t2tlite.registry import register_problem
+from t2tlite.registry import PROBLEMS, register_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +182,16 @@ class WsjParsingSemisup(WsjParsing):
       raise ProblemError("--problem_options: wsj_parsing_semisup needs extra_train=GLOB "
                          "(the extra parsed trees to train on)")
     return super().tree_files(split, tmp_dir)
+
+
+# tensor2tensor's names for WSJ parsing (its wsj_parsing.py): the same task and splits, with
+# 2**13 or 2**14 subwords of its own tokenizer.
+PROBLEMS.alias("parsing_english_ptb16k", "wsj_parsing",
+               "tensor2tensor's name; t2t uses 16384 subwords, this problem the paper's 16000 "
+               "BPE tokens")
+PROBLEMS.alias("parsing_english_ptb8k", "wsj_parsing",
+               "tensor2tensor's 8192-subword WSJ parsing; this problem has 16000 BPE tokens "
+               "(the paper's WSJ-only size) unless --problem_options=vocab_size=8192")
 
 
 # --- NLTK's Penn Treebank sample ---

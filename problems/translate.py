@@ -31,6 +31,7 @@ from absl import logging
 from t2tlite import files as files_lib
 from t2tlite import overrides
 from t2tlite.data import parallel_text, records, subword
+from t2tlite.progress import Progress
 from t2tlite.problems import problem as problem_lib
 from t2tlite.problems.problem import Problem, ProblemError
 
@@ -176,7 +177,7 @@ class TranslateProblem(Problem):
       return
     n_shards = len(self.shard_paths(data_dir, split))
     stats = parallel_text.LineStats()
-    progress = records.Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir))
+    progress = Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir), "pairs")
     with records.SplitWriter(files[:n_shards], files[n_shards:-1], files[-1]) as writer:
       pairs = parallel_text.drop_empty(self.text_pairs(split, tmp_dir), stats)
       for sources, targets, source_ids, target_ids in tokenize_pairs(pairs, encoder):
@@ -187,7 +188,7 @@ class TranslateProblem(Problem):
         raise ProblemError(f"{self.name} {split}: no pairs (read {stats.read}, {stats.empty} "
                            "with an empty side)")
       writer.pairs_read, writer.dropped_empty_side = stats.read, stats.empty
-    progress.done(writer.count)
+    progress.finish(writer.count)
     if stats.empty:
       logging.info("%s %s: dropped %d of %d pairs with an empty side", self.name, split,
                    stats.empty, stats.read)

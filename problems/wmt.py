@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Tuple
 
 from t2tlite.problems.problem import ProblemError
 from t2tlite.problems.translate import TranslateOptions, TranslateProblem
-from t2tlite.registry import register_problem
+from t2tlite.registry import PROBLEMS, register_problem
 
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
@@ -77,3 +77,17 @@ class WmtDeEn(WmtEnDe):
 class WmtFrEn(WmtEnFr):
   """French -> English on the same data and vocabulary as wmt_enfr."""
   reverse, vocab_name = True, "wmt_enfr"
+
+
+# tensor2tensor's names for these tasks (its vocabularies are 2**15 or 2**13 subwords of its own
+# SubwordTextEncoder; ours are the paper's sizes unless --problem_options says otherwise). Give a
+# different size its own --data_dir: the vocabulary files are named after the problem.
+PROBLEMS.alias("translate_ende_wmt32k", "wmt_ende",
+               "tensor2tensor's name; t2t uses 32768 subwords, this problem the paper's 37000 "
+               "BPE tokens (--problem_options=vocab_size=32768 for t2t's size)")
+PROBLEMS.alias("translate_ende_wmt8k", "wmt_ende",
+               "tensor2tensor's 8192-subword EN-DE; this problem has 37000 BPE tokens unless "
+               "--problem_options=vocab_size=8192")
+PROBLEMS.alias("translate_enfr_wmt32k", "wmt_enfr",
+               "tensor2tensor's name; t2t uses 32768 subwords, this problem the paper's 32000 "
+               "word pieces")

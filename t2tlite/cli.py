@@ -9,7 +9,9 @@ naming the flag or file at fault, never a traceback.
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow loads: no C++ info spam.
+from t2tlite import tf_noise
+
+tf_noise.install()  # Before TensorFlow loads: its C++ start-up lines stay out (--verbosity=1 keeps them).
 
 from absl import flags, logging  # noqa: E402
 
@@ -49,7 +51,11 @@ def define_registry_flags(with_hparams=True):
     flags.DEFINE_string("hparams", "", 'Overrides, e.g. "num_heads=16,dropout=0.2".')
   flags.DEFINE_string("data_dir", None, "Directory of t2t-datagen output.")
   flags.DEFINE_string("t2t_usr_dir", None, "Directory of extra problems/hparams/models to import.")
-  flags.DEFINE_bool("registry_help", False, "List registered problems, hparams sets and models.")
+  flags.DEFINE_bool("registry_help", False, "List registered problems, hparams sets and models, "
+                    "one line each, with tensor2tensor's names for them.")
+  if with_hparams:
+    flags.DEFINE_bool("hparams_help", False, "List every --hparams key with its type, default "
+                      "and meaning.")
 
 
 def require(flag_name: str) -> str:
@@ -77,6 +83,10 @@ def load_registry_or_exit():
   if FLAGS.registry_help:
     print(registry.help_string())
     sys.exit(0)
+  if "hparams_help" in FLAGS and FLAGS.hparams_help:
+    from t2tlite import describe
+    print(describe.hparams_help(type(registry.hparams("transformer_base"))))
+    sys.exit(0)
 
 
 def run(main):
@@ -86,7 +96,8 @@ def run(main):
   def guarded(argv):
     if len(argv) > 1:
       _exit(f"unexpected arguments: {' '.join(argv[1:])}")
-    logging.set_verbosity(logging.INFO)
+    if not FLAGS["verbosity"].present:  # INFO by default; --verbosity=N still wins.
+      logging.set_verbosity(logging.INFO)
     try:
       return main(argv)
     except Exception as e:  # noqa: BLE001 - narrowed just below.
@@ -95,7 +106,27 @@ def run(main):
         raise
       _exit(message)
 
+  _help_shows_command_flags(sys.modules[main.__module__])
   app.run(guarded)
+
+
+def _help_shows_command_flags(module):
+  """Makes `--help` list the command's own flags (with help text), not just a usage line.
+
+  absl's --help prints the docstring of `__main__` and the key flags of the
+  module named `sys.argv[0]`. Run as a console script, `__main__` is pip's
+  wrapper (no docstring, no flags), and the shared flags defined here belong to
+  this module either way; so both become key flags of sys.argv[0], and the
+  command's docstring becomes `__main__`'s.
+  """
+  main_module = sys.modules["__main__"]
+  if not main_module.__doc__:
+    main_module.__doc__ = module.__doc__
+  own = FLAGS.get_key_flags_for_module(module.__name__)
+  shared = FLAGS.get_key_flags_for_module(__name__)
+  verbosity = [FLAGS["verbosity"]] if "verbosity" in FLAGS else []
+  for flag in own + shared + verbosity:
+    FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
 def _exit(message: str):

@@ -14,7 +14,7 @@ Invalid combinations fail at construction with one line naming the field.
 import dataclasses
 import json
 
-from t2tlite import files, overrides
+from t2tlite import files, overrides, xla_choice
 from t2tlite.errors import UserError
 
 _CHOICES = {
@@ -23,6 +23,7 @@ _CHOICES = {
     "ffn_activation": ("relu", "gelu"),
     "learning_rate_schedule": ("noam", "constant"),
     "dtype": ("float32", "mixed_bfloat16", "mixed_float16"),
+    "xla": xla_choice.CHOICES,
 }
 
 
@@ -74,13 +75,15 @@ class HParams:
 
   # --- Numerics and compilation ---
   dtype: str = "float32"  # Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (with dynamic loss scaling).
-  xla: bool = True  # XLA-compile the train step, the decode loop and attention.
+  xla: str = "auto"  # XLA-compile: "true", "false", or "auto" = train step and attention on GPU/TPU only, decode search always (t2tlite/xla_choice.py).
 
   # --- Vocabulary: filled from the problem at run time, saved so decoding rebuilds the same model ---
   input_vocab_size: int = 0  # Source vocabulary size; 0 until the problem sets it.
   target_vocab_size: int = 0  # Target vocabulary size; 0 until the problem sets it.
 
   def __post_init__(self):
+    # Runs saved before "auto" hold a bool; --hparams may say xla=1 or xla=no.
+    object.__setattr__(self, "xla", xla_choice.normalize(self.xla))
     for name, choices in _CHOICES.items():
       if getattr(self, name) not in choices:
         _fail(f"{name}={getattr(self, name)!r} must be one of {', '.join(choices)}")
@@ -134,6 +137,8 @@ class HParams:
 
   @classmethod
   def from_dict(cls, values: dict, source: str = "hparams") -> "HParams":
+    if isinstance(values.get("xla"), bool):  # Saved before xla took "auto": true/false load as such.
+      values = {**values, "xla": xla_choice.normalize(values["xla"])}
     return overrides.from_dict(cls, values, source)
 
   def save(self, path: str) -> None:

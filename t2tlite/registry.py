@@ -10,7 +10,7 @@ import difflib
 import importlib
 import os
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from t2tlite.errors import UserError
 
@@ -28,24 +28,53 @@ class Registry:
   def __init__(self, kind: str):
     self.kind = kind
     self._entries: Dict[str, object] = {}
+    self._aliases: Dict[str, Tuple[str, str]] = {}  # alias -> (canonical name, note).
 
-  def register(self, name: Optional[str] = None) -> Callable:
-    """Decorator: `@REG.register()` uses the object's `__name__` (snake case for classes)."""
+  def register(self, name: Optional[str] = None, aliases: Sequence[str] = ()) -> Callable:
+    """Decorator: `@REG.register()` uses the object's `__name__` (snake case for classes).
+
+    `aliases` are other names that look up the same object (see `alias`).
+    """
 
     def decorator(obj):
       key = name or _default_name(obj)
-      if key in self._entries and self._entries[key] is not obj:
+      if (key in self._entries and self._entries[key] is not obj) or key in self._aliases:
         raise RegistryError(f"{self.kind} '{key}' is already registered")
       self._entries[key] = obj
       if isinstance(obj, type):
         obj.registered_name = key  # Lets an instance name itself (e.g. shard file names).
+      for other in aliases:
+        self.alias(other, key)
       return obj
 
     return decorator
 
-  def get(self, name: str):
+  def alias(self, alias: str, name: str, note: str = "") -> None:
+    """Makes `alias` (e.g. tensor2tensor's name for a task) look up the registered `name`.
+
+    Lookups by alias return the canonical object (whose `registered_name` stays
+    the canonical one); `--registry_help` lists the alias, with `note` (say how
+    it differs, if it does), under the canonical name.
+    """
     if name not in self._entries:
-      close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
+      raise RegistryError(f"alias '{alias}': no {self.kind} '{name}' is registered")
+    if alias in self._entries or self._aliases.get(alias, (name,))[0] != name:
+      raise RegistryError(f"{self.kind} '{alias}' is already registered")
+    self._aliases[alias] = (name, note)
+
+  def canonical(self, name: str) -> str:
+    """The registered name `name` stands for (itself unless it is an alias)."""
+    return self._aliases[name][0] if name in self._aliases else name
+
+  def aliases_of(self, name: str) -> List[Tuple[str, str]]:
+    """(alias, note) pairs that stand for `name`, sorted."""
+    return sorted((a, note) for a, (n, note) in self._aliases.items() if n == name)
+
+  def get(self, name: str):
+    name = self.canonical(name)
+    if name not in self._entries:
+      known = list(self._entries) + list(self._aliases)
+      close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
       hint = f"; did you mean {', '.join(close)}?" if close else ""
       raise RegistryError(
           f"unknown {self.kind} '{name}'{hint} (--registry_help lists all "
@@ -53,10 +82,11 @@ class Registry:
     return self._entries[name]
 
   def names(self) -> List[str]:
+    """Canonical names only; `aliases_of` gives the others."""
     return sorted(self._entries)
 
   def __contains__(self, name: str) -> bool:
-    return name in self._entries
+    return name in self._entries or name in self._aliases
 
 
 PROBLEMS = Registry("problem")
@@ -64,16 +94,16 @@ HPARAMS = Registry("hparams set")
 MODELS = Registry("model")
 
 
-def register_problem(name: Optional[str] = None):
-  return PROBLEMS.register(name)
+def register_problem(name: Optional[str] = None, aliases: Sequence[str] = ()):
+  return PROBLEMS.register(name, aliases)
 
 
-def register_hparams(name: Optional[str] = None):
-  return HPARAMS.register(name)
+def register_hparams(name: Optional[str] = None, aliases: Sequence[str] = ()):
+  return HPARAMS.register(name, aliases)
 
 
-def register_model(name: Optional[str] = None):
-  return MODELS.register(name)
+def register_model(name: Optional[str] = None, aliases: Sequence[str] = ()):
+  return MODELS.register(name, aliases)
 
 
 def problem(name: str):
@@ -114,12 +144,24 @@ def import_usr_dir(usr_dir: Optional[str]) -> None:
 
 
 def help_string() -> str:
-  """What `--registry_help` prints: every registered name, by kind."""
+  """What `--registry_help` prints: every registered name with one line saying what it is.
+
+  The line is the first line of the object's docstring (for an hparams set
+  without one, what it changes from its parent: `describe.set_description`);
+  aliases follow their canonical name.
+  """
+  from t2tlite import describe
   load_all()
   lines = []
   for reg in (PROBLEMS, HPARAMS, MODELS):
-    lines.append(f"{reg.kind}s ({len(reg.names())}):")
-    lines.extend(f"  {n}" for n in reg.names())
+    names = reg.names()
+    lines.append(f"{reg.kind}s ({len(names)}):")
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+      text = describe.one_line(reg.get(name), name if reg is HPARAMS else None)
+      lines.append(f"  {name:<{width}}  {text}".rstrip())
+      for alias, note in reg.aliases_of(name):
+        lines.append(f"    alias {alias}" + (f": {note}" if note else ""))
   return "\n".join(lines)
 
 

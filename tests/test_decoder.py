@@ -135,8 +135,8 @@ def test_pipeline_scores_the_best_hypothesis_against_references(trained):
   assert again.best == first.best and again.metrics == {"exact_match": 0.5}
   steps = []
   DecodePipeline(_WordsProblem(), model, hp.override("batch_size=4")).decode(
-      lines, on_batch=lambda done, total: steps.append((done, total)))
-  assert steps == [(4, 6), (6, 6)]
+      lines, progress=steps.append)
+  assert steps == [4, 6]
 
 
 def test_token_budget_batches_and_truncation(model):

@@ -90,14 +90,15 @@ def test_other_paper_sets():
 def test_overrides_are_typed():
   hp = registry.hparams("transformer_base").override(
       "num_heads=16, dropout=0.2,xla=false,position_encoding=learned")
-  assert (hp.num_heads, hp.dropout, hp.xla, hp.position_encoding) == (16, 0.2, False, "learned")
+  assert (hp.num_heads, hp.dropout, hp.xla, hp.position_encoding) == (16, 0.2, "false", "learned")
   assert isinstance(hp.dropout, float) and isinstance(hp.num_heads, int)
 
 
 @pytest.mark.parametrize("text,message", [
     ("num_head=16", "unknown key 'num_head'; did you mean num_heads"),
     ("num_heads=16.5", "num_heads='16.5' is not a valid int"),
-    ("xla=maybe", "xla='maybe' is not a valid bool"),
+    ("attention_use_bias=maybe", "attention_use_bias='maybe' is not a valid bool"),
+    ("xla=maybe", "xla='maybe' must be one of auto, true, false"),
     ("dropout=abc", "dropout='abc' is not a valid float"),
     ("dropout", "expected key=value"),
     ("dropout=1.5", "dropout=1.5 must be in [0, 1)"),

@@ -8,12 +8,10 @@ split statistics exist once.
 """
 
 import json
-import time
 from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from t2tlite import files
 from t2tlite.constants import EOS_ID
@@ -133,27 +131,3 @@ class SplitWriter:
       raise
     return self._atomic.__exit__(exc_type, exc, tb)
 
-
-class Progress:
-  """A progress line on stderr every few seconds: pairs, pairs/s, percent and ETA if known."""
-
-  def __init__(self, what: str, total: Optional[int], every: float = 5.0):
-    self.what, self.total, self.every = what, total, every
-    self.start = self.last = time.perf_counter()
-
-  def update(self, count: int):
-    now = time.perf_counter()
-    if now - self.last < self.every:
-      return
-    self.last = now
-    rate = count / max(now - self.start, 1e-9)
-    line = f"{self.what}: {count:,} pairs, {rate:,.0f} pairs/s"
-    if self.total:
-      line += (f", {100 * count / self.total:.1f}% ETA "
-               f"{max(self.total - count, 0) / max(rate, 1e-9):.0f}s")
-    logging.info(line)
-
-  def done(self, count: int):
-    seconds = time.perf_counter() - self.start
-    logging.info("%s: wrote %d pairs in %.1f s (%.0f pairs/s)", self.what, count, seconds,
-                 count / max(seconds, 1e-9))

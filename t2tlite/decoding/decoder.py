@@ -13,6 +13,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from t2tlite import xla_choice
 from t2tlite.constants import EOS_ID, PAD_ID, until_eos
 from t2tlite.decoding import search
 from t2tlite.decoding.decode_hparams import DecodeHParams
@@ -32,7 +33,8 @@ class Decoder:
       self._step = model.decode_step_uncached
       self._reorder = search.gather_rows
     # The one compiled search over ids: every decode path (files, dev decoding, export) runs it.
-    self.search_ids = tf.function(self._search_batch, jit_compile=model.hparams.xla,
+    self.search_ids = tf.function(self._search_batch,
+                                  jit_compile=xla_choice.decode_xla(model.hparams),
                                   reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
     self.shapes_seen = set()  # Distinct batch shapes decoded: each one is a trace (and an XLA compile).
@@ -79,13 +81,14 @@ class Decoder:
     return out + ([current] if current else [])
 
   def decode_nbest(self, sources: Sequence[Sequence[int]],
-                   on_batch: Optional[Callable[[int, int], None]] = None
+                   progress: Optional[Callable[[int], object]] = None
                    ) -> List[List[Tuple[List[int], float]]]:
     """Source ids (without EOS) -> per source, the best `beams_written` (ids, score), best first.
 
     Empty sources give []. Sources longer than `max_input_length` are cut
-    (counted in `self.truncated`). Outputs are in input order.
-    `on_batch(sentences done, non-empty sentences in all)` follows each batch.
+    (counted in `self.truncated`). Outputs are in input order. `progress(done)`
+    is called after each batch with the number of sources decoded so far
+    (empty ones count as done from the start), e.g. `t2tlite.progress.Progress.update`.
     """
     hp = self.hparams
     limit = self.max_input_length
@@ -94,7 +97,7 @@ class Decoder:
     if limit:
       sources = [s[:limit] for s in sources]
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
-    done, total = 0, sum(1 for s in sources if s)
+    done = sum(1 for s in sources if not s)
     for chosen in self.batches([len(s) for s in sources]):
       width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
       # Extra rows hold an empty source (EOS only, max length 0): done after one step.
@@ -113,8 +116,8 @@ class Decoder:
         outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
                       for k in range(min(hp.beams_written, ids.shape[1]))]
       done += len(chosen)
-      if on_batch:
-        on_batch(done, total)
+      if progress is not None:
+        progress(done)
     return outputs
 
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:

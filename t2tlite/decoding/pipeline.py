@@ -56,11 +56,11 @@ class DecodePipeline:
     return self.decoder.hparams
 
   def decode(self, source_lines: Sequence[str], references: Optional[Sequence[str]] = None,
-             on_batch: Optional[Callable[[int, int], None]] = None) -> Decoded:
+             progress: Optional[Callable[[int], object]] = None) -> Decoded:
     """Decodes every line (an empty line decodes to an empty line), in input order.
 
-    `on_batch(sentences done, sentences in all)` is called after each batch
-    (progress reporting).
+    `progress(lines done)` is called after each batch, e.g.
+    `t2tlite.progress.Progress.update`.
     """
     start = time.perf_counter()
     hp = self.hparams
@@ -68,7 +68,7 @@ class DecodePipeline:
     postprocess = self.problem.decode_postprocessor()
     sources = [source_encoder.encode(line) if line.strip() else [] for line in source_lines]
     hypotheses, lines = [], []
-    for line, beams in zip(source_lines, self.decoder.decode_nbest(sources, on_batch)):
+    for line, beams in zip(source_lines, self.decoder.decode_nbest(sources, progress)):
       texts = [target_encoder.decode(ids) for ids, _ in beams]
       hyps = [Hypothesis(postprocess(line, text) if postprocess else text, score)
               for text, (_, score) in zip(texts, beams)]

@@ -11,6 +11,7 @@ and `decode_step`, which beam search calls one position at a time.
 import keras
 import tensorflow as tf
 
+from t2tlite import xla_choice
 from t2tlite.constants import PAD_ID
 from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.layers.attention import padding_mask
@@ -40,7 +41,7 @@ class Transformer(keras.Model):
         dropout=hp.dropout, attention_dropout=hp.attention_dropout,
         relu_dropout=hp.relu_dropout, layer_norm_position=hp.layer_norm_position,
         layer_norm_epsilon=hp.layer_norm_epsilon, activation=hp.ffn_activation,
-        use_bias=hp.attention_use_bias, xla=hp.xla, dtype=dtype)
+        use_bias=hp.attention_use_bias, xla=xla_choice.train_xla(hp), dtype=dtype)
 
     # --- Layers ---
     target_embedding = SharedEmbedding(

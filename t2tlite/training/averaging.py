@@ -21,6 +21,7 @@ from typing import List
 from absl import logging
 
 from t2tlite import files
+from t2tlite.progress import Progress
 from t2tlite.training import run_dir
 
 AVERAGED_DIR = "averaged"
@@ -90,10 +91,13 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
   model, _ = run_dir.load_model(output_dir, paths[0])
   weights = [w for w in model.weights if tf.as_dtype(w.dtype).is_floating]
   sums = [w.numpy().astype("float64") for w in weights]
-  for path in paths[1:]:  # Newest last: the model ends holding its RNG states.
+  progress = Progress("averaging", len(paths), "checkpoints")
+  progress.update(1)
+  for done, path in enumerate(paths[1:], 2):  # Newest last: the model ends with its RNG states.
     checkpoints.restore_model(model, path)
     for total, w in zip(sums, weights):
       total += w.numpy()
+    progress.update(done)
   for total, w in zip(sums, weights):
     w.assign(tf.cast(total / len(paths), w.dtype))
 

@@ -5,6 +5,8 @@ import time
 
 import tensorflow as tf
 
+from t2tlite.progress import format_duration  # noqa: F401 (also used by callers)
+
 
 class MetricWindow:
   """Sums step metrics over a logging window; reports averages per token/sequence."""
@@ -37,13 +39,6 @@ class MetricWindow:
     if "grad_norm" in sums:  # A per-step value: averaged over the window's steps.
       out["grad_norm"] = sums["grad_norm"] / self.steps
     return out
-
-
-def format_duration(seconds: float) -> str:
-  seconds = int(max(seconds, 0))
-  hours, rest = divmod(seconds, 3600)
-  minutes, secs = divmod(rest, 60)
-  return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def progress_line(step, total, metrics, learning_rate, steps_in_window,

@@ -30,7 +30,9 @@ def prepare(output_dir: str, hparams: HParams, run_info: dict) -> None:
   os.makedirs(output_dir, exist_ok=True)
   path = hparams_path(output_dir)
   if os.path.exists(path):
-    saved = HParams.load(path)
+    # xla only says how the same weights are computed: a run saved with xla=true (or before
+    # "auto" existed) resumes under today's default, and xla=false may resume an xla=true run.
+    saved = HParams.load(path).replace(xla=hparams.xla)
     if saved != hparams:
       diff = [f"{k}: {v!r} there vs {getattr(hparams, k)!r} now"
               for k, v in saved.to_dict().items() if getattr(hparams, k) != v]

@@ -20,8 +20,8 @@ per-replica step and the metric sums are reduced across replicas.
 * mixed_float16: the loss is multiplied by the LossScaleOptimizer's dynamic
   scale; norms are reported unscaled, and a non-finite gradient skips the
   update (the optimizer's `iterations` does not advance).
-* XLA (`hparams.xla`). With one device the whole update (gradients and
-  optimizer) is one XLA cluster. With MirroredStrategy or
+* XLA (`hparams.xla`; "auto" is on with a GPU/TPU only, see t2tlite/xla_choice.py). With
+  one device the whole update (gradients and optimizer) is one XLA cluster. With MirroredStrategy or
   MultiWorkerMirroredStrategy the forward/backward pass of each replica is
   compiled, and the all-reduce and the optimizer run around it. Either way
   `step` is traced once per batch shape, so XLA compiles once per bucket
@@ -31,6 +31,7 @@ per-replica step and the metric sums are reduced across replicas.
 import keras
 import tensorflow as tf
 
+from t2tlite import xla_choice
 from t2tlite.constants import PAD_ID
 from t2tlite.training import distribution, losses
 
@@ -102,7 +103,7 @@ def make_train_step(model, optimizer, hparams, strategy=None):
     sums["grad_norm"] = apply(grads)
     return sums
 
-  compiled_gradients = tf.function(gradients, jit_compile=hparams.xla)
+  compiled_gradients = tf.function(gradients, jit_compile=xla_choice.train_xla(hparams))
 
   def synced_step(batch):
     """Several replicas: all-reduce the token count, then the gradients."""
@@ -115,7 +116,7 @@ def make_train_step(model, optimizer, hparams, strategy=None):
   if sync:
     replica_step = synced_step
   else:
-    compiled_whole = tf.function(whole_step, jit_compile=hparams.xla)
+    compiled_whole = tf.function(whole_step, jit_compile=xla_choice.train_xla(hparams))
     replica_step = lambda batch: compiled_whole(batch)  # noqa: E731 (see make_eval_step)
 
   def step(batch):
@@ -133,7 +134,7 @@ def make_eval_step(model, hparams, strategy=None):
     logits = model(batch, training=False)
     return _sums_dict(losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing))
 
-  compiled = tf.function(replica_step, jit_compile=hparams.xla)
+  compiled = tf.function(replica_step, jit_compile=xla_choice.train_xla(hparams))
 
   def step(batch):
     # A plain function around the compiled one: strategy.run would otherwise
@@ -153,7 +154,7 @@ def _trace_per_shape_if_xla(step, hparams):
   shapes. reduce_retracing relaxes [rows, length] to [None, None] at the second
   shape, so the whole run traces twice.
   """
-  return tf.function(step, reduce_retracing=not hparams.xla)
+  return tf.function(step, reduce_retracing=not xla_choice.train_xla(hparams))
 
 
 def compilations(step) -> int:

@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from t2tlite import registry
+from t2tlite import registry, xla_choice
 from t2tlite.hparams_record import HParams
 from t2tlite.training import (averaging, checkpoints, distribution, input_pipeline, progress,
                               run_dir, train_step)
@@ -141,9 +141,10 @@ class Trainer:
       with self.train_writer.as_default(step=0):
         tf.summary.text("hparams", "```\n" + json.dumps(self.hparams.to_dict(), indent=2) + "\n```")
     hp = self.hparams
-    logging.info("training %s on %s: %d parameters, steps %d -> %d, dtype %s, xla %s",
+    logging.info("training %s on %s: %d parameters, steps %d -> %d, dtype %s, xla %s (%s)",
                  type(self.model).__name__, self.problem.name, self.model.count_params(),
-                 step, opts.train_steps, hp.dtype, hp.xla)
+                 step, opts.train_steps, hp.dtype, hp.xla,
+                 "on" if xla_choice.train_xla(hp) else "off")
     logging.info("%s", distribution.describe(self.strategy))
     logging.info("tokens per update = %d per device x %d devices x %d accumulate_steps = %d",
                  hp.batch_size, self.replicas, hp.accumulate_steps,
@@ -272,10 +273,11 @@ class Trainer:
     if count == self._compilations[kind]:
       return
     self._compilations[kind] = count
-    if self.hparams.xla:
+    compiled = xla_choice.train_xla(self.hparams)
+    if compiled:
       bound = f" (at most {self.num_buckets} bucket shapes)" if kind == "train" else ""
     else:
       bound = " (xla=false: from the second trace on, any shape)"
     logging.info("%s step %s #%d: global batch shape %s%s", kind,
-                 "XLA compilation" if self.hparams.xla else "trace", count,
+                 "XLA compilation" if compiled else "trace", count,
                  batch["targets"].shape.as_list(), bound)
