@@ -161,11 +161,16 @@ def transformer_tiny() -> HParams:
   """A 2+2-layer, d_model=128 model (t2t's transformer_tiny shape) for CPU tests and the demo.
 
   Shorter warmup and smaller token batches so it learns algorithmic problems
-  in a few thousand steps on 2 CPU cores.
+  in a few thousand steps on 2 CPU cores. Coarse length buckets (step 1.5,
+  not t2t's 1.1): short, numerous sequences give few batch shapes and batches
+  that mix lengths; on algorithmic_reverse this reached 99.3-99.4% dev
+  sequence accuracy at step 3000 against 97% with 1.1. It is the main job's
+  setting, so it belongs to the set, not to a recipe's --hparams.
   """
   return transformer_base().replace(
       num_encoder_layers=2, num_decoder_layers=2, d_model=128, d_ff=512,
-      num_heads=4, batch_size=2048, learning_rate_warmup_steps=1000)
+      num_heads=4, batch_size=2048, learning_rate_warmup_steps=1000,
+      length_bucket_step=1.5)
 
 
 @register_hparams()

@@ -5,13 +5,22 @@ A source is 1 to 20 symbols drawn uniformly from `0`..`9`, space separated
 Generation is deterministic from the problem's seed. Splits are disjoint by
 construction: a sequence belongs to the split chosen by a hash of its text, so
 no test sequence can ever appear in training, however many are drawn.
+
+Options (`--problem_options`): `seed` draws every split anew; `test_seed` draws
+only the test split anew, so a trained model can be scored on sequences it was
+never developed on: `t2t-datagen --problem=algorithmic_reverse
+--problem_options=test_seed=2 --data_dir=fresh` writes fresh test files (the
+hash still keeps them out of training).
 """
+
+import dataclasses
 
 import hashlib
 from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from t2tlite import overrides
 from t2tlite.data.text_encoder import TokenEncoder
 from t2tlite.problems.problem import Problem
 from t2tlite.registry import register_problem
@@ -26,6 +35,12 @@ def split_of(sequence: str) -> str:
   return next(split for split, owned in _SPLIT_BUCKETS.items() if bucket in owned)
 
 
+@dataclasses.dataclass(frozen=True)
+class AlgorithmicOptions:
+  seed: int = 1  # Seeds the draw of every split.
+  test_seed: int = 0  # Seeds the test split's draw instead, when not 0 (a fresh test set).
+
+
 class AlgorithmicProblem(Problem):
   """Sequences of `num_symbols` digits mapped by `transform`."""
 
@@ -35,7 +50,13 @@ class AlgorithmicProblem(Problem):
   min_length = 1
   max_length = 20
   split_sizes = {"train": 100000, "dev": 1000, "test": 1000}
-  seed = 1
+
+  def __init__(self):
+    self.options = AlgorithmicOptions()
+
+  def configure(self, options: str, flag: str = "--problem_options") -> None:
+    """Applies "seed=N,test_seed=M" (see the module docstring)."""
+    self.options = overrides.apply_overrides(self.options, options, flag)
 
   def transform(self, symbols: List[str]) -> List[str]:
     raise NotImplementedError
@@ -46,7 +67,8 @@ class AlgorithmicProblem(Problem):
 
   def text_pairs(self, split: str, tmp_dir: Optional[str] = None) -> Iterator[Tuple[str, str]]:
     """Deterministic pairs of `split`; dev and test hold distinct sequences."""
-    rng = np.random.default_rng([self.seed, ("train", "dev", "test").index(split)])
+    seed = self.options.test_seed if split == "test" and self.options.test_seed else self.options.seed
+    rng = np.random.default_rng([seed, ("train", "dev", "test").index(split)])
     seen = set()
     count = 0
     while count < self.split_sizes[split]:

@@ -1,4 +1,7 @@
-"""Shared fixtures: quiet TensorFlow, small models, paths to ../shared data."""
+"""Shared fixtures: quiet TensorFlow, logical CPUs, ../shared data, the one trained tiny run.
+
+Helpers that are not fixtures live in tests/helpers.py.
+"""
 
 import os
 
@@ -7,17 +10,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pytest  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import SHARED, tiny_trainer  # noqa: E402
 
-
-def _find_shared():
-  """The project's ../shared (paper spec, real data): beside the clone, $T2TLITE_SHARED, or /work/shared."""
-  candidates = [os.path.join(os.path.dirname(REPO), "shared"), os.environ.get("T2TLITE_SHARED", ""),
-                "/work/shared"]
-  return next((c for c in candidates if c and os.path.isdir(c)), candidates[0])
-
-
-SHARED = _find_shared()
 LOGICAL_CPUS = 2  # MirroredStrategy tests (test_distribute.py) mirror over 2 logical CPUs.
 
 
@@ -36,16 +30,41 @@ def _split_cpu():
 _split_cpu()
 
 
-def tiny_hparams(**changes):
-  """A 2+2-layer d_model=32 model: fast enough to build dozens of times in tests."""
-  from t2tlite import registry
-  hp = registry.hparams("transformer_tiny").replace(
-      d_model=32, d_ff=64, num_heads=4, input_vocab_size=20, target_vocab_size=20)
-  return hp.replace(**changes)
-
-
 @pytest.fixture
 def shared_dir():
   if not os.path.isdir(SHARED):
     pytest.skip("../shared not found (beside the clone, $T2TLITE_SHARED or /work/shared)")
   return SHARED
+
+
+TINY_RUN_STEPS = 200  # Long enough for peaked logits (decoding tests), short enough for CI.
+TINY_RUN_EVERY = 20  # Checkpoint interval: 10 checkpoints to average, resume from, compare with.
+
+
+class TinyRun:
+  """The session's trained tiny run (tests/helpers.py: tiny_trainer), trained once.
+
+  trainer: the Trainer after train() (its model holds the final weights; don't train it
+  further), metrics: its last evaluation, output_dir: the run directory (copy it before
+  changing it), steps: the steps of its checkpoints.
+  """
+
+  def __init__(self, output_dir):
+    self.output_dir = str(output_dir)
+    self.trainer = tiny_trainer(output_dir, TINY_RUN_STEPS, **self.options())
+    self.metrics = self.trainer.train()
+    from t2tlite.training import averaging
+    self.steps = [averaging.checkpoint_step(p) for p in self.trainer.manager.checkpoints]
+
+  @staticmethod
+  def options():
+    """Its TrainOptions: evaluation (dev decoding included) twice, average of the last 3."""
+    return dict(eval_every=TINY_RUN_STEPS // 2, save_checkpoints_steps=TINY_RUN_EVERY,
+                keep_checkpoint_max=TINY_RUN_STEPS // TINY_RUN_EVERY + 2, average_last_n=3,
+                log_every=TINY_RUN_EVERY)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+  """One tiny model trained for the whole session (training, averaging and decoding tests)."""
+  return TinyRun(tmp_path_factory.mktemp("tiny_run") / "run")

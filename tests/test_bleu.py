@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from t2tlite.metrics import bleu, scoring
-from tests.test_cli import one_line_error, run
+from tests.helpers import one_line_error, run
 
 NEWSTEST2014_DE = os.path.join("data", "wmt", "newstest2014.en-de.de")
 PERL_SPLIT = r"s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g"  # get_ende_bleu.sh, verbatim.

@@ -3,46 +3,15 @@
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import time
 
+import numpy as np
 import pytest
 
-from tests.test_param_counts import closed_form_params
-
-TINY = ("--hparams=d_model=32,d_ff=64,num_heads=4,batch_size=512,length_bucket_step=2.0,"
-        "learning_rate_warmup_steps=100")
-
-
-def command(name):
-  """The console script installed beside this interpreter (else on PATH, else the module).
-
-  Beside sys.executable first: a PATH that puts another install first would
-  otherwise test that install's code.
-  """
-  beside = os.path.join(os.path.dirname(sys.executable), name)
-  path = beside if os.access(beside, os.X_OK) else shutil.which(name)
-  module = "t2tlite.bin." + name.replace("-", "_")
-  return [path] if path else [sys.executable, "-m", module]
-
-
-def run(name, *args, check=True, timeout=600):
-  proc = subprocess.run(command(name) + list(args), capture_output=True, text=True,
-                        timeout=timeout, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  if check and proc.returncode != 0:
-    raise AssertionError(f"{name} {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-  return proc
-
-
-def one_line_error(proc, *fragments):
-  assert proc.returncode == 2, proc.stderr[-2000:]
-  errors = [l for l in proc.stderr.splitlines() if ": error: " in l]
-  assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-  for fragment in fragments:
-    assert fragment in errors[0], errors[0]
+from tests.helpers import (TINY, closed_form_params, command, one_line_error, registry_sections,
+                           run)
 
 
 @pytest.mark.slow
@@ -67,10 +36,12 @@ def test_datagen_train_decode_end_to_end(tmp_path):
   decoded = str(tmp_path / "decoded.txt")
   run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out}",
       f"--decode_from_file={subset}", f"--decode_to_file={decoded}",
-      "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5")
+      "--decode_hparams=beam_size=1,extra_length=5")
   outputs = open(decoded).read().split("\n")[:-1]
   assert len(outputs) == 41 and outputs[20] == ""
-  assert all(len(o.split()) <= len(s.split()) + 5 for o, s in zip(outputs, lines[:20]))
+  # Each line is the greedy decode of its own source (order kept around the empty line),
+  # as recomputing the whole model at every step, with no cache and no search, finds it.
+  assert outputs[:20] + outputs[21:] == greedy_by_recomputation(out, lines, extra_length=5)
 
   proc = run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out}",
              f"--decode_from_file={sources}", f"--decode_reference={references}",
@@ -80,8 +51,22 @@ def test_datagen_train_decode_end_to_end(tmp_path):
              f"--decode_from_file={sources}", f"--decode_reference={references}",
              f"--decode_to_file={decoded}", "--decode_hparams=beam_size=1", "--overwrite")
   scores = json.load(open(decoded + ".scores.json"))
-  assert 0.0 <= scores["exact_match"] <= 1.0 and scores["lines"] == 1000
+  hypotheses = open(decoded).read().splitlines()
+  targets = open(references).read().splitlines()
+  assert scores["lines"] == 1000 == len(hypotheses)
+  assert scores["exact_match"] == pytest.approx(
+      np.mean([h == t for h, t in zip(hypotheses, targets)]))
   assert re.search(r"exact_match=[\d.]+ bleu=[\d.]+", proc.stdout)
+  # A 30-step model gets few right: score it against references half of which are its own
+  # decodes, so exact match is at least 0.5 and a wrong count shows.
+  mixed = tmp_path / "mixed.targets"
+  mixed.write_text("".join((h if i % 2 else t) + "\n"
+                           for i, (h, t) in enumerate(zip(hypotheses, targets))))
+  run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out}",
+      f"--decode_from_file={sources}", f"--decode_reference={mixed}",
+      f"--decode_to_file={decoded}", "--decode_hparams=beam_size=1", "--overwrite")
+  expected = (500 + sum(h == t for h, t in zip(hypotheses[::2], targets[::2]))) / 1000
+  assert json.load(open(decoded + ".scores.json"))["exact_match"] == pytest.approx(expected)
 
   png = tmp_path / "curves.png"
   proc = run("t2t-plot-curves", f"--output_dir={out}", f"--png={png}", "--csv")
@@ -132,10 +117,35 @@ def test_describe_prints_the_closed_form_count(name):
 
 
 def test_registry_help_lists_every_kind():
-  proc = run("t2t-trainer", "--registry_help")
-  for name in ("problems", "hparams sets", "models", "algorithmic_reverse",
-               "transformer_base_posemb", "transformer_parsing", "transformer"):
-    assert name in proc.stdout
+  sections = registry_sections(run("t2t-trainer", "--registry_help").stdout)
+  assert {"algorithmic_reverse", "algorithmic_copy", "ptb_sample"} <= set(sections["problems"])
+  assert {"transformer_base_posemb", "transformer_parsing", "transformer_tiny"} <= set(
+      sections["hparams sets"])
+  assert "transformer" in sections["models"]
+  assert "transformer" not in sections["hparams sets"]  # Each name under its own kind.
+  assert "algorithmic_reverse" not in sections["hparams sets"] + sections["models"]
+
+
+def greedy_by_recomputation(output_dir, lines, extra_length):
+  """Greedy decodes of `lines` by the run's model, recomputing every prefix (no cache, no search)."""
+  from t2tlite import registry
+  from t2tlite.training import run_dir
+  model, _ = run_dir.load_model(output_dir, hparams_overrides="xla=false")
+  encoders = registry.problem("algorithmic_reverse").encoders()
+  eos = 1
+  outputs = []
+  for line in lines:
+    source = encoders["inputs"].encode(line)
+    ids = []
+    for _ in range(len(source) + extra_length):  # Then EOS is forced.
+      logits = model({"inputs": np.array([source + [eos]]), "targets": np.array([ids + [0]])},
+                     training=False)
+      token = int(np.argmax(logits[0, -1]))
+      if token == eos:
+        break
+      ids.append(token)
+    outputs.append(encoders["targets"].decode(ids))
+  return outputs
 
 
 @pytest.mark.parametrize("args,fragments", [

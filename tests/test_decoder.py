@@ -9,7 +9,7 @@ from t2tlite.decoding.decoder import Decoder
 from t2tlite.decoding.pipeline import DecodePipeline, decode_lines
 from t2tlite.models.transformer import Transformer
 from t2tlite.overrides import OverrideError
-from tests.conftest import tiny_hparams
+from tests.helpers import tiny_hparams
 
 
 @pytest.fixture(scope="module")
@@ -46,22 +46,12 @@ def test_decode_hparams_defaults_are_the_papers():
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-  """A d_model=32 model trained 300 steps on algorithmic_reverse: peaked, not uniform, logits."""
-  from t2tlite import registry
-  from t2tlite.training.trainer import Trainer, TrainOptions
-  problem = registry.problem("algorithmic_reverse")
-  problem.split_sizes = {"train": 5000, "dev": 100, "test": 100}
-  hp = registry.hparams("transformer_tiny").replace(
-      d_model=32, d_ff=64, num_heads=4, batch_size=512, length_bucket_step=2.0,
-      learning_rate_warmup_steps=100, dropout=0.0, xla=False)
-  trainer = Trainer(problem, hp, str(tmp_path_factory.mktemp("rev")), options=TrainOptions(
-      train_steps=300, eval_every=0, eval_steps=1, log_every=100, save_checkpoints_secs=0,
-      eval_decode=False))
-  trainer.train()
+def trained(tiny_run):
+  """The session's tiny model (200 steps on algorithmic_reverse: peaked, not uniform, logits)."""
+  problem = tiny_run.trainer.problem
   encoder = problem.encoders()["inputs"]
   sources = [encoder.encode(s) for s, _ in problem.text_pairs("test")][:24]
-  return trainer.model, sources
+  return tiny_run.trainer.model, sources
 
 
 def test_cached_decoding_equals_recomputing_the_decoder(trained):

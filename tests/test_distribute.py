@@ -26,8 +26,7 @@ from t2tlite.models.transformer import Transformer
 from t2tlite.training import (checkpoints, distribution, input_pipeline, losses, run_dir,
                               train_step)
 from t2tlite.training.optimization import make_optimizer
-from tests.conftest import tiny_hparams
-from tests.test_cli import TINY, command, one_line_error, run as cli_run
+from tests.helpers import TINY, TINY_SHAPE, command, one_line_error, run as cli_run, tiny_hparams
 
 # Constant learning rate (the Noam rate in the first steps is ~0); clipping active
 # (norms are ~1-3), so clipping by the global norm is part of what must match.
@@ -208,8 +207,9 @@ from t2tlite import registry
 from t2tlite.models.transformer import Transformer
 from t2tlite.training import train_step
 from t2tlite.training.optimization import make_optimizer
+TINY_SHAPE = %r
 hp = registry.hparams("transformer_tiny").replace(
-    d_model=32, d_ff=64, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
+    **TINY_SHAPE, num_encoder_layers=1, num_decoder_layers=1,
     input_vocab_size=20, target_vocab_size=20, accumulate_steps=2, xla=True)
 step = train_step.make_train_step(Transformer(hp), make_optimizer(hp), hp)
 rng = np.random.default_rng(0)
@@ -225,8 +225,8 @@ def test_xla_compiles_the_train_step_once_per_bucket_shape(tmp_path):
   dump = tmp_path / "xla"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
              XLA_FLAGS=f"--xla_dump_to={dump} --xla_dump_hlo_module_re=whole_step")
-  proc = subprocess.run([sys.executable, "-c", XLA_SCRIPT], capture_output=True, text=True,
-                        env=env, timeout=600)
+  proc = subprocess.run([sys.executable, "-c", XLA_SCRIPT % (TINY_SHAPE,)], capture_output=True,
+                        text=True, env=env, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   modules = {name.split(".")[0] for name in os.listdir(dump)
              if "whole_step" in name and "before_optimizations" in name}

@@ -8,7 +8,7 @@ import pytest
 
 from t2tlite.data import linearize, trees
 from t2tlite.metrics import evalb, scoring
-from tests.test_trees import sample_trees
+from tests.helpers import sample_trees
 
 GOLD = "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))"
 

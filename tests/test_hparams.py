@@ -8,21 +8,8 @@ import pytest
 from t2tlite import registry
 from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.overrides import OverrideError
+from tests.helpers import ALL_SETS, TABLE3_SETS
 
-TABLE3_SETS = [
-    "transformer_base",
-    "transformer_base_h1", "transformer_base_h4", "transformer_base_h16", "transformer_base_h32",
-    "transformer_base_dk16", "transformer_base_dk32",
-    "transformer_base_n2", "transformer_base_n4", "transformer_base_n8",
-    "transformer_base_d256", "transformer_base_d1024",
-    "transformer_base_ff1024", "transformer_base_ff4096",
-    "transformer_base_drop0", "transformer_base_drop02",
-    "transformer_base_ls0", "transformer_base_ls02",
-    "transformer_base_posemb",
-    "transformer_big",
-]
-ALL_SETS = TABLE3_SETS + ["transformer_big_enfr", "transformer_parsing", "transformer_tiny",
-                          "transformer_base_prenorm"]
 
 
 def test_every_required_set_is_registered_under_its_exact_name():

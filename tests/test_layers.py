@@ -1,24 +1,13 @@
 """Layers against independent truth: the paper's formulas (numpy) and Keras's own MHA."""
 
-import math
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from t2tlite.layers import attention, embedding, transformer_layers
+from tests.helpers import paper_positional_encoding
 from tests.layer_test_case import run_layer_test
-
-
-def paper_positional_encoding(length, d_model):
-  """Section 3.5 written out literally, one entry at a time."""
-  pe = np.zeros((length, d_model))
-  for pos in range(length):
-    for i in range(d_model // 2):
-      pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
-      pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
-  return pe
 
 
 @pytest.mark.parametrize("d_model", [8, 64, 512])

@@ -9,7 +9,7 @@ from t2tlite.decoding import search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder
 from t2tlite.models.transformer import Transformer
-from tests.conftest import tiny_hparams
+from tests.helpers import paper_positional_encoding, tiny_hparams
 
 SRC = np.array([[5, 6, 7, 8, 1], [9, 4, 1, 0, 0]], np.int32)
 TGT = np.array([[3, 4, 5, 6, 7, 1], [8, 9, 10, 1, 0, 0]], np.int32)
@@ -131,7 +131,6 @@ def test_embeddings_are_scaled_by_sqrt_d_model():
   ids = tf.constant([[4, 7]])
   got = model.source_position(model.source_embedding(ids)).numpy()
   table = model.source_embedding.embeddings.numpy()
-  from tests.test_layers import paper_positional_encoding
   np.testing.assert_allclose(got[0], table[[4, 7]] * np.sqrt(32) + paper_positional_encoding(2, 32),
                              rtol=1e-5, atol=1e-5)
 

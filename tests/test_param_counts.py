@@ -6,33 +6,9 @@ import pytest
 
 from t2tlite import registry
 from t2tlite.models.transformer import Transformer
-from tests.test_hparams import ALL_SETS, TABLE3_SETS
+from tests.helpers import ALL_SETS, TABLE3_SETS, closed_form_params
 
 VOCAB = 1000  # Small, so building all sets stays fast; the embedding term is V * d_model.
-
-
-def closed_form_params(hp, vocab):
-  """Weights of the architecture in Section 3, with this implementation's choices:
-  no biases in attention projections, biases in the FFN, LayerNorm gain and bias."""
-  d, h, dk, dv, ff = hp.d_model, hp.num_heads, hp.key_dim, hp.value_dim, hp.d_ff
-  attention = 2 * d * h * dk + d * h * dv + h * dv * d
-  if hp.attention_use_bias:
-    attention += 2 * h * dk + h * dv + d
-  ffn = d * ff + ff + ff * d + d
-  norm = 2 * d
-  encoder_layer = attention + ffn + 2 * norm
-  decoder_layer = 2 * attention + ffn + 3 * norm
-  total = hp.num_encoder_layers * encoder_layer + hp.num_decoder_layers * decoder_layer
-  total += vocab * d  # One shared embedding / softmax matrix (Section 3.4).
-  if not hp.shared_source_target_embedding:
-    total += vocab * d
-  if not hp.shared_embedding_and_softmax_weights:
-    total += d * vocab
-  if hp.position_encoding == "learned":
-    total += 2 * hp.max_position * d  # Source and target position tables.
-  if hp.layer_norm_position == "pre":
-    total += 2 * norm  # Final LayerNorm of each stack.
-  return total
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,6 +13,7 @@ from t2tlite import registry
 from t2tlite.data import linearize, trees
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.problems.problem import ProblemError
+from tests.helpers import TINY_SHAPE, hparams_flag
 
 
 def ptb_dir(shared_dir):
@@ -134,7 +135,7 @@ def test_datagen_train_decode_parse_eval(shared_dir, tmp_path):
 
   run("t2t_datagen", "--problem=ptb_sample", f"--data_dir={data}", f"--tmp_dir={ptb_dir(shared_dir)}")
   run("t2t_trainer", "--problem=ptb_sample", "--hparams_set=transformer_parsing_tiny",
-      "--hparams=xla=false,num_encoder_layers=2,num_decoder_layers=2,d_model=32,d_ff=64",
+      hparams_flag(xla="false", num_encoder_layers=2, num_decoder_layers=2, **TINY_SHAPE),
       f"--data_dir={data}", f"--output_dir={out}", "--train_steps=20", "--eval_every=0",
       "--noeval_decode")
   sources = (data / "ptb_sample-dev.inputs").read_text().splitlines()[:3]

@@ -107,3 +107,15 @@ def test_killed_datagen_leaves_nothing_a_rerun_trusts(tmp_path):
   problem.generate_data(str(tmp_path))
   count = sum(1 for _ in problem.dataset("train", str(tmp_path)))
   assert count == 100000
+
+
+def test_test_seed_draws_a_fresh_test_split_only(reverse_pairs):
+  problem = registry.problem("algorithmic_reverse")
+  problem.configure("test_seed=2026")
+  fresh = list(problem.text_pairs("test"))
+  assert list(problem.text_pairs("dev")) == reverse_pairs["dev"]  # Only test is redrawn.
+  assert len(fresh) == len(reverse_pairs["test"]) and fresh != reverse_pairs["test"]
+  assert len({s for s, _ in fresh} - {s for s, _ in reverse_pairs["test"]}) > len(fresh) // 2
+  train = {s for s, _ in reverse_pairs["train"]}
+  assert not train & {s for s, _ in fresh}  # The hash still keeps them out of training.
+  assert all(t == " ".join(s.split()[::-1]) for s, t in fresh)

@@ -16,10 +16,10 @@ import sys
 import pytest
 import sacrebleu
 
-from tests.conftest import REPO
+from tests.helpers import REPO, TINY_SHAPE, hparams_flag
 
-SMALL_MODEL = ("xla=false,num_encoder_layers=1,num_decoder_layers=1,d_model=32,d_ff=64,"
-               "num_heads=4,batch_size=1024")
+SMALL_MODEL = hparams_flag(xla="false", num_encoder_layers=1, num_decoder_layers=1,
+                          batch_size=1024, **TINY_SHAPE)[len("--hparams="):]
 SMOKE_ENV = {"TRAIN_STEPS": "4", "SAVE_STEPS": "2", "AVERAGE_LAST_N": "2",
              "EVAL_DECODE_LINES": "4", "TEST_LINES": "6", "HPARAMS": SMALL_MODEL}
 

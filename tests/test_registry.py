@@ -3,6 +3,7 @@
 import pytest
 
 from t2tlite import registry
+from tests.helpers import registry_sections
 
 
 def test_lookup_suggests_close_names():
@@ -33,10 +34,13 @@ def test_decorators_register_and_refuse_duplicates():
 
 
 def test_help_lists_all_three_kinds():
-  text = registry.help_string()
-  for expected in ("problems", "hparams sets", "models", "algorithmic_reverse",
-                   "algorithmic_copy", "transformer_base_posemb", "transformer"):
-    assert expected in text
+  sections = registry_sections(registry.help_string())
+  assert set(sections) == {"problems", "hparams sets", "models"}
+  assert {"algorithmic_reverse", "algorithmic_copy"} <= set(sections["problems"])
+  assert "transformer_base_posemb" in sections["hparams sets"]
+  assert sections["models"].count("transformer") == 1  # Under models, and only there.
+  assert "transformer" not in sections["problems"] + sections["hparams sets"]
+  assert sorted(sections["hparams sets"]) == sorted(set(registry.HPARAMS.names()))
 
 
 def test_usr_dir_registers_user_code(tmp_path):

@@ -8,19 +8,9 @@ from t2tlite import registry
 from t2tlite.models.transformer import Transformer
 from t2tlite.training import run_dir, train_step
 from t2tlite.training.optimization import make_optimizer
-from t2tlite.training.trainer import Trainer, TrainOptions
-from tests.conftest import tiny_hparams
-
-# XLA is off here: these tests are about the loop, and compiling every bucket shape costs
-# more than the steps; the XLA train step runs in test_cli.py's end-to-end run.
-FAST = dict(d_model=32, d_ff=64, num_heads=4, batch_size=256, length_bucket_step=2.0,
-            learning_rate_warmup_steps=100, xla=False)
-
-
-def small_copy_problem():
-  problem = registry.problem("algorithmic_copy")
-  problem.split_sizes = {"train": 3000, "dev": 100, "test": 100}
-  return problem
+from t2tlite.training.trainer import Trainer
+from tests.helpers import (TINY_RUN_HPARAMS, checkpoint_key, checkpoint_values, tiny_hparams,
+                           tiny_problem, tiny_trainer)
 
 
 def test_train_step_overfits_one_batch():
@@ -39,26 +29,9 @@ def test_train_step_overfits_one_batch():
   assert int(optimizer.iterations) == 61
 
 
-def _trainer(tmp_path, steps, name="run", **options):
-  problem = small_copy_problem()
-  hp = registry.hparams("transformer_tiny").replace(**FAST)
-  opts = TrainOptions(train_steps=steps, eval_every=0, eval_steps=2, log_every=5,
-                      save_checkpoints_steps=options.pop("save_checkpoints_steps", 10),
-                      save_checkpoints_secs=0,
-                      eval_decode_lines=options.pop("eval_decode_lines", 8), **options)
-  return Trainer(problem, hp, str(tmp_path / name), options=opts)
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-  trainer = _trainer(tmp_path_factory.mktemp("full"), 20)
-  metrics = trainer.train()
-  return trainer, metrics
-
-
-def test_training_reduces_dev_loss_and_logs(uninterrupted):
-  trainer, metrics = uninterrupted
-  assert trainer.step == 20
+def test_training_reduces_dev_loss_and_logs(tiny_run):
+  trainer, metrics = tiny_run.trainer, tiny_run.metrics
+  assert trainer.step == tiny_run.steps[-1]
   assert metrics["nll"] < np.log(12)  # Better than uniform over the 12-token vocabulary.
   events = tf.io.gfile.glob(trainer.output_dir + "/events.out.tfevents.*")
   assert events and tf.io.gfile.glob(trainer.output_dir + "/eval/events.out.tfevents.*")
@@ -72,39 +45,40 @@ def test_training_reduces_dev_loss_and_logs(uninterrupted):
   assert {"loss", "nll", "accuracy", "sequence_accuracy", "bleu", "exact_match"} <= eval_tags
 
 
-def test_checkpoint_reloads_into_an_identical_model(uninterrupted):
-  trainer, _ = uninterrupted
+def test_checkpoint_reloads_into_an_identical_model(tiny_run):
+  trainer = tiny_run.trainer
   model, path = run_dir.load_model(trainer.output_dir)
-  assert path.endswith("ckpt-20")
-  batch = {"inputs": tf.constant([[5, 6, 7, 1]]), "targets": tf.constant([[5, 6, 7, 1]])}
+  assert path.endswith(f"ckpt-{tiny_run.steps[-1]}")
+  batch = {"inputs": tf.constant([[5, 6, 7, 1]]), "targets": tf.constant([[7, 6, 5, 1]])}
   np.testing.assert_array_equal(model(batch).numpy(), trainer.model(batch).numpy())
   keys = [name for name, _ in tf.train.list_variables(path)]
   assert "model/encoder_layer_0.Sself_attention.Squery.Skernel/.ATTRIBUTES/VARIABLE_VALUE" in keys
 
 
-def test_resume_continues_on_the_same_step_and_matches_uninterrupted(tmp_path, uninterrupted):
-  full, _ = uninterrupted
-  first = _trainer(tmp_path, 10, name="resumed")
+def test_resume_continues_on_the_same_step_and_matches_uninterrupted(tmp_path, tiny_run):
+  """Killed at step 20 and rerun to 40: the weights of the session run's own step 40."""
+  first = tiny_trainer(tmp_path / "resumed", 20)
   first.train()
-  resumed = _trainer(tmp_path, 20, name="resumed")
-  assert resumed.restore() == 10
+  resumed = tiny_trainer(tmp_path / "resumed", 40)
+  assert resumed.restore() == 20
   resumed.train()
-  for a, b in zip(resumed.model.weights, full.model.weights):
-    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.path)
+  uninterrupted = checkpoint_values(f"{tiny_run.output_dir}/ckpt-40")
+  for w in resumed.model.weights:
+    np.testing.assert_allclose(w.numpy(), uninterrupted[checkpoint_key(w)], rtol=1e-5,
+                               atol=1e-6, err_msg=w.path)
 
 
 def test_checkpoints_keep_the_last_k(tmp_path):
-  trainer = _trainer(tmp_path, 12, save_checkpoints_steps=2, keep_checkpoint_max=3)
+  trainer = tiny_trainer(tmp_path, 12, save_checkpoints_steps=2, keep_checkpoint_max=3)
   trainer.train()
   assert [int(p.rsplit("-", 1)[1]) for p in trainer.manager.checkpoints] == [8, 10, 12]
 
 
 def test_output_dir_with_other_hparams_is_refused(tmp_path):
-  _trainer(tmp_path, 1)
-  problem = small_copy_problem()
-  hp = registry.hparams("transformer_tiny").replace(**dict(FAST, d_ff=128))
+  tiny_trainer(tmp_path / "run", 1)
+  hp = registry.hparams("transformer_tiny").replace(**dict(TINY_RUN_HPARAMS, d_ff=128))
   with pytest.raises(run_dir.RunDirError, match="d_ff: 64 there vs 128 now"):
-    Trainer(problem, hp, str(tmp_path / "run"))
+    Trainer(tiny_problem(), hp, str(tmp_path / "run"))
 
 
 class _FakeClock:
@@ -132,7 +106,7 @@ def test_train_seconds_bounds_the_run_across_resumes(tmp_path, monkeypatch):
   monkeypatch.setattr(trainer_module.time, "time", clock)
 
   def run(seconds):
-    trainer = _trainer(tmp_path, 100, name="timed", train_seconds=seconds, eval_decode=False)
+    trainer = tiny_trainer(tmp_path / "timed", 100, train_seconds=seconds, eval_decode=False)
     trainer.train_iterator = _TimedBatches(trainer.train_iterator, clock)
     trainer.train()
     return trainer

@@ -22,7 +22,7 @@ from t2tlite import registry
 from t2tlite.data import parallel_text, subword
 from t2tlite.problems.problem import ProblemError
 from t2tlite.training import input_pipeline
-from tests.conftest import SHARED as SHARED_ROOT
+from tests.helpers import SHARED as SHARED_ROOT, TINY_SHAPE, hparams_flag, run
 
 SHARED = os.path.join(SHARED_ROOT, "data")
 MULTI30K = os.path.join(SHARED, "multi30k")
@@ -342,13 +342,11 @@ def test_wmt_problems_under_tfds_mock_data(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_multi30k_commands_end_to_end(tmp_path):
   """t2t-datagen -> t2t-trainer -> t2t-decoder on Multi30k, as a user types them."""
-  from tests.test_cli import run
-
   data, out = str(tmp_path / "data"), str(tmp_path / "run")
   run("t2t-datagen", "--problem=multi30k_ende", f"--data_dir={data}", f"--tmp_dir={MULTI30K}",
       "--problem_options=vocab_size=2000")
   train = run("t2t-trainer", "--problem=multi30k_ende", "--hparams_set=transformer_tiny",
-              "--hparams=d_model=32,d_ff=64,num_heads=4,batch_size=1024,xla=false",
+              hparams_flag(**TINY_SHAPE, batch_size=1024, xla="false"),
               f"--data_dir={data}", f"--output_dir={out}", "--train_steps=30",
               "--eval_every=0", "--eval_steps=3", "--log_every=10",
               "--eval_decode_lines=10")

@@ -1,23 +1,11 @@
 """Treebank reading, the parser's normalisation, and Vinyals et al.'s linearization and its inverse."""
 
-import functools
-import os
-import zipfile
-
 import pytest
 
 from t2tlite.data import linearize, trees
 from t2tlite.data.linearize import Repairs, delinearize
 from t2tlite.data.trees import Tree
-
-
-@functools.lru_cache(maxsize=1)
-def sample_trees(shared_dir):
-  """Every tree of NLTK's sample, file by file, as the treebank has them (read once; don't mutate)."""
-  path = os.path.join(shared_dir, "data", "ptb", "treebank.zip")
-  with zipfile.ZipFile(path) as archive:
-    names = sorted(n for n in archive.namelist() if n.startswith("treebank/combined/wsj_"))
-    return [t for n in names for t in trees.read_trees(archive.read(n).decode(), n)]
+from tests.helpers import sample_trees
 
 
 def all_xx(tree):
