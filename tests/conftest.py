@@ -33,7 +33,7 @@ _split_cpu()
 @pytest.fixture
 def shared_dir():
   if not os.path.isdir(SHARED):
-    pytest.skip("../shared not found (beside the clone, $T2TLITE_SHARED or /work/shared)")
+    pytest.skip("../shared not found (beside the clone, or $T2TLITE_SHARED)")
   return SHARED
 
 

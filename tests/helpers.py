@@ -21,9 +21,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _find_shared():
-  """The project's ../shared (paper spec, real data): beside the clone, $T2TLITE_SHARED, or /work/shared."""
-  candidates = [os.path.join(os.path.dirname(REPO), "shared"), os.environ.get("T2TLITE_SHARED", ""),
-                "/work/shared"]
+  """The project's ../shared (paper spec, real data): beside the clone, or $T2TLITE_SHARED."""
+  candidates = [os.path.join(os.path.dirname(REPO), "shared"), os.environ.get("T2TLITE_SHARED", "")]
   return next((c for c in candidates if c and os.path.isdir(c)), candidates[0])
 
 
