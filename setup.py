@@ -33,6 +33,7 @@ setup(
         "absl-py>=2.1",
         "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
         "numpy",
+        "filelock>=3.12",  # One trainer per run directory: an OS lock that dies with its owner.
     ],
     extras_require={"test": ["pytest>=8", "matplotlib>=3.7"], "plots": ["matplotlib>=3.7"]},
     entry_points={

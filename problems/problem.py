@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from t2tlite.data import text_encoder
+from t2tlite.data import shard_manifest, text_encoder
 
 SPLITS = ("train", "dev", "test")
 
@@ -104,7 +104,8 @@ class Problem:
       path = self.shard_path(data_dir, split)
       texts = ([self.text_path(data_dir, split, side) for side in ("inputs", "targets")]
                if split != "train" else [])
-      if all(os.path.exists(p) for p in [path] + texts):
+      if all(os.path.exists(p) for p in [path] + texts) and not shard_manifest.stale_split(
+          self, data_dir, split):
         continue
       with _AtomicFiles([path] + texts) as (tmp_record, *tmp_texts):
         text_files = [open(t, "w", encoding="utf-8") for t in tmp_texts]
@@ -116,11 +117,13 @@ class Problem:
               f.write(line + "\n")
         for f in text_files:
           f.close()
+      shard_manifest.record_split(self, data_dir, split)
 
   def dataset(self, split: str, data_dir: Optional[str] = None) -> tf.data.Dataset:
     """Examples {"inputs": int32 [s], "targets": int32 [t]}, EOS-terminated."""
     path = self.shard_path(data_dir, split) if data_dir else None
     if path and os.path.exists(path):
+      shard_manifest.check_split_on_open(self, data_dir, split)  # Sizes: cheap.
       return tf.data.TFRecordDataset(path).map(_parse_example)
     if not self.generated:
       raise ProblemError(f"{path or '--data_dir'}: no data for problem {self.name} split "

@@ -30,7 +30,7 @@ import tensorflow as tf
 from absl import logging
 
 from t2tlite import overrides
-from t2tlite.data import parallel_text, subword, text_encoder
+from t2tlite.data import parallel_text, shard_manifest, subword, text_encoder
 from t2tlite.problems import problem as problem_lib
 from t2tlite.problems.problem import Problem, ProblemError
 
@@ -172,8 +172,9 @@ class TranslateProblem(Problem):
 
   def _write_split(self, split, data_dir, tmp_dir, encoder):
     files = self._split_files(data_dir, split)
-    if all(os.path.exists(p) for p in files):
-      logging.info("%s %s: already written, skipped", self.name, split)
+    if all(os.path.exists(p) for p in files) and not shard_manifest.stale_split(
+        self, data_dir, split):
+      logging.info("%s %s: already written and verified, skipped", self.name, split)
       return
     n_shards = len(self.shard_paths(data_dir, split))
     stats = parallel_text.LineStats()
@@ -211,6 +212,7 @@ class TranslateProblem(Problem):
                    "target_tokens": tokens[1], "shards": n_shards,
                    "length_histogram": {str(k): histogram[k] for k in sorted(histogram)}},
                   f, indent=1)
+    shard_manifest.record_split(self, data_dir, split)
     progress.done(index)
     if stats.empty:
       logging.info("%s %s: dropped %d of %d pairs with an empty side", self.name, split,
@@ -224,6 +226,7 @@ class TranslateProblem(Problem):
     if not all(os.path.exists(p) for p in files):
       raise ProblemError(f"{files[0]}: no complete data for {self.name} {split}; run "
                          f"t2t-datagen --problem={self.name} --data_dir={data_dir} first")
+    shard_manifest.check_split_on_open(self, data_dir, split)  # Sizes: cheap.
     return tf.data.TFRecordDataset(files, num_parallel_reads=min(len(files), 4)).map(
         problem_lib._parse_example, num_parallel_calls=tf.data.AUTOTUNE)
 

@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow loads: n
 
 from absl import flags, logging  # noqa: E402
 
-from t2tlite import overrides, registry  # noqa: E402
+from t2tlite import errors, overrides, registry  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -30,7 +30,8 @@ def user_errors() -> tuple:
   from t2tlite.problems.problem import ProblemError
   from t2tlite.training.distribution import DistributionError
   from t2tlite.training.run_dir import RunDirError
-  return (UsageError, registry.RegistryError, overrides.OverrideError, HParamsError,
+  from t2tlite.errors import UserError
+  return (UserError, UsageError, registry.RegistryError, overrides.OverrideError, HParamsError,
           RunDirError, ProblemError, ParallelTextError, VocabularyError, FileNotFoundError,
           UnicodeDecodeError, DistributionError)
 
@@ -89,11 +90,22 @@ def run(main):
     try:
       return main(argv)
     except Exception as e:  # noqa: BLE001 - narrowed just below.
-      if not isinstance(e, user_errors()):
+      if isinstance(e, user_errors()):
+        _exit(str(e).splitlines()[0] if str(e) else type(e).__name__)
+      line = errors.one_line(e)  # Disk full, no permission: the path, one line.
+      if line is None:
         raise
-      _exit(str(e).splitlines()[0] if str(e) else type(e).__name__)
+      _exit(line)
 
-  app.run(guarded)
+  app.run(guarded, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, but an unknown or malformed flag is one line and exit status 2."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    _exit((str(e).splitlines() or ["bad flags"])[0])
 
 
 def _exit(message: str):

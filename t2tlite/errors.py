@@ -28,3 +28,25 @@ def describe_os_error(error: OSError) -> str:
   if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
     reason += " (free some space and rerun: the run resumes from its last checkpoint)"
   return f"{path}: {reason}" if path else reason
+
+
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded", "File too large")
+
+
+def one_line(error: BaseException):
+  """The one line a command prints for `error`, or None when it is a bug (a traceback).
+
+  UserError; an OSError the user fixes (named path); and TensorFlow's own
+  write errors on a full disk, which are not OSErrors but name the path in
+  their message (checked by type name, so TensorFlow need not be loaded).
+  """
+  if isinstance(error, UserError):
+    return (str(error).splitlines() or [type(error).__name__])[0]
+  if is_user_os_error(error):
+    return describe_os_error(error)
+  message = str(getattr(error, "message", "") or "")
+  if type(error).__module__.startswith("tensorflow") and any(
+      text in message for text in _DISK_FULL_TEXT):
+    line = " ".join(message.split())
+    return f"{line[:300]} (free some space and rerun: the run resumes from its last checkpoint)"
+  return None
