@@ -7,6 +7,7 @@ which `describe_os_error` turns into one line naming the path.
 """
 
 import errno
+import re
 
 # OS errors that mean "the user can fix this" (free space, fix permissions, fix a path).
 USER_OS_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
@@ -44,9 +45,11 @@ def one_line(error: BaseException):
     return (str(error).splitlines() or [type(error).__name__])[0]
   if is_user_os_error(error):
     return describe_os_error(error)
-  message = str(getattr(error, "message", "") or "")
-  if type(error).__module__.startswith("tensorflow") and any(
-      text in message for text in _DISK_FULL_TEXT):
-    line = " ".join(message.split())
-    return f"{line[:300]} (free some space and rerun: the run resumes from its last checkpoint)"
+  message = " ".join(str(getattr(error, "message", "") or "").split())
+  if not type(error).__module__.startswith("tensorflow"):
+    return None
+  found = re.search(r"(\S+); (" + "|".join(_DISK_FULL_TEXT) + ")", message)
+  if found:  # e.g. "runs/x/ckpt-5_temp/part-00000...; No space left on device [Op:SaveV2]"
+    return (f"{found.group(1)}: {found.group(2)} (free some space and rerun: the run resumes "
+            "from its last checkpoint)")
   return None

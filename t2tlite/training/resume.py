@@ -129,10 +129,15 @@ def restore_newest(restore_fn, output_dir: str, is_chief: bool) -> Optional[str]
 
 def write_state(output_dir: str) -> None:
   """Rewrites TensorFlow's `checkpoint` state file to list exactly the checkpoints present."""
-  import tensorflow as tf
+  from tensorflow.python.checkpoint import checkpoint_management  # The public one is deprecated.
   present = [p for p in manifest.list_checkpoints(output_dir) if os.path.exists(p + ".index")]
   if present:
-    tf.compat.v1.train.update_checkpoint_state(output_dir, present[-1], present)
+    # Timestamps, and none "preserved": CheckpointManager's rotation may then drop the oldest.
+    checkpoint_management.update_checkpoint_state_internal(
+        save_dir=output_dir, model_checkpoint_path=present[-1],
+        all_model_checkpoint_paths=present,
+        all_model_checkpoint_timestamps=[os.path.getmtime(p + ".index") for p in present],
+        last_preserved_timestamp=0.0)
 
 
 def remove_orphan_manifests(output_dir: str) -> None:
