@@ -283,7 +283,7 @@ def translate_data(tmp_path, name, vocab_size, train_lines=300):
 @pytest.fixture(scope="module")
 def two_data_dirs(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("data")
-  return translate_data(tmp, "v40", 40), translate_data(tmp, "v48", 48)
+  return translate_data(tmp, "v275", 275), translate_data(tmp, "v280", 280)
 
 
 def fake_run(output_dir, problem, data_dir):
@@ -298,16 +298,16 @@ def fake_run(output_dir, problem, data_dir):
 
 
 def test_decoder_refuses_another_vocabulary_in_one_line(two_data_dirs, tmp_path):
-  (problem, v40), (_, v48) = two_data_dirs
+  (problem, v275), (_, v280) = two_data_dirs
   out = str(tmp_path / "run")
-  fake_run(out, problem, v40)
+  fake_run(out, problem, v275)
   info, hp = run_dir.load_run_info(out), run_dir.load_hparams(out)
-  run_identity.check_data(out, info, hp, problem, v40)  # The same data passes.
-  proc = run("t2t-decoder", "--problem=translate_files", f"--data_dir={v48}",
+  run_identity.check_data(out, info, hp, problem, v275)  # The same data passes.
+  proc = run("t2t-decoder", "--problem=translate_files", f"--data_dir={v280}",
              f"--output_dir={out}", "--decode_split=dev", check=False)
-  one_line_error(proc, f"--data_dir={v48} holds translate_files, vocab.translate_files.48.model",
-                 "vocab sizes 48/48", f"--output_dir={out} was trained on translate_files, "
-                 "vocab.translate_files.40.model", "vocab sizes 40/40")
+  one_line_error(proc, f"--data_dir={v280} holds translate_files, vocab.translate_files.280.model",
+                 "vocab sizes 280/280", f"--output_dir={out} was trained on translate_files, "
+                 "vocab.translate_files.275.model", "vocab sizes 275/275")
 
 
 def test_decoder_and_averaging_refuse_another_problem(trained):
@@ -332,7 +332,7 @@ def test_datagen_manifest_counts_every_record(two_data_dirs):
 
 @pytest.fixture
 def small_data(tmp_path):
-  problem, data_dir = translate_data(tmp_path, "d", 40)
+  problem, data_dir = translate_data(tmp_path, "d", 275)
   return problem, data_dir, problem.shard_paths(data_dir, "train")[0]
 
 
