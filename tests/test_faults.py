@@ -130,6 +130,21 @@ def test_damaged_newest_checkpoint_falls_back_and_keeps_older_ones(run_copy, fau
   assert digests(run_copy, [4]) == {k: v for k, v in older.items() if k.startswith("ckpt-4.")}
 
 
+def test_checkpoint_without_manifest_loads_and_gets_one(run_copy):
+  """A kill between the save and its manifest: the checkpoint is tried, loads, and is recorded."""
+  os.remove(checkpoint_manifest.manifest_path(os.path.join(run_copy, "ckpt-8")))
+  assert checkpoint_manifest.verify(os.path.join(run_copy, "ckpt-8"))[0] == "unverified"
+  assert make_trainer(run_copy).restore() == 8
+  assert checkpoint_manifest.verify(os.path.join(run_copy, "ckpt-8")) == ("ok", "")
+
+
+def test_manifest_module_needs_no_tensorflow():
+  """A saver on another framework (JAX, no TensorFlow installed) reuses it as is."""
+  code = ("import sys; import t2tlite.training.checkpoint_manifest as m, t2tlite.training.run_lock; "
+          "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+  subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_no_loadable_checkpoint_is_an_error_not_a_restart(run_copy):
   for step in (0, 4, 8):
     flip_byte(data_file(run_copy, step))

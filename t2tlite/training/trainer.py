@@ -136,6 +136,7 @@ class Trainer:
     latest = resume.restore_newest(
         lambda prefix: self.checkpoint.restore(prefix).assert_existing_objects_matched(),
         self.output_dir, self.is_chief)
+    self._restored = latest  # The same on every worker: all read the chief's directory.
     if latest:
       logging.info("restored %s: resuming at step %d", latest, self.step)
     else:
@@ -167,7 +168,7 @@ class Trainer:
     """Runs to `train_steps`; returns the last evaluation metrics."""
     opts = self.options
     step = self.restore()
-    if self.manager.latest_checkpoint is None:
+    if self._restored is None:
       self.save()  # ckpt-0: a run killed before its first periodic save still resumes.
     finished_before = step >= opts.train_steps  # A rerun of a finished run trains nothing.
     if step == 0 and self._logged["train"] < 0:
