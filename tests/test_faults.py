@@ -156,6 +156,15 @@ def test_no_loadable_checkpoint_is_an_error_not_a_restart(run_copy):
   assert digests(run_copy, [0, 4, 8]) == before  # Nothing moved or rewritten.
 
 
+def test_averaging_refuses_a_damaged_checkpoint(run_copy):
+  from t2tlite.training import averaging
+  flip_byte(data_file(run_copy, 8))
+  with pytest.raises(checkpoint_manifest.CheckpointError,
+                     match=r"ckpt-8: damaged checkpoint \(.*SHA-256 differs from its manifest"):
+    averaging.average_checkpoints(run_copy, 2)
+  assert not os.path.exists(os.path.join(run_copy, "averaged"))
+
+
 def test_checkpoints_deleted_is_refused_unless_overwrite_run(run_copy):
   for prefix in checkpoint_manifest.list_checkpoints(run_copy):
     for path in checkpoint_manifest.all_files(prefix):
