@@ -34,6 +34,7 @@ setup(
         "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
         "numpy",
         "matplotlib>=3.7",  # t2t-plot-curves, which the README's recipes call.
+        "filelock>=3.12",  # One trainer per run directory: an OS lock that dies with its owner.
     ],
     # "plots" stays (now empty) so `pip install -e .[plots]` from older instructions still works.
     extras_require={"test": ["pytest>=8"], "plots": []},

@@ -19,6 +19,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are averaged.")
 flags.DEFINE_integer("n", 5, "Average the last N checkpoints (paper: 5 for base, 20 for big).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing averaged checkpoint.")
+flags.DEFINE_string("problem", None, "If given, checked against the problem the run was "
+                    "trained on (with --data_dir: also its vocabulary).")
+flags.DEFINE_string("data_dir", None, "Data directory whose vocabulary is checked against the run.")
 flags.DEFINE_string("t2t_usr_dir", None, "Directory of extra problems/hparams/models to import "
                     "(needed when the run's model is one of yours).")
 
@@ -28,6 +31,12 @@ def main(argv):
   if FLAGS.n < 1:
     raise cli.UsageError(f"--n={FLAGS.n}: average at least 1 checkpoint")
   registry.import_usr_dir(FLAGS.t2t_usr_dir)
+  if FLAGS.problem:  # The same data identity check as t2t-decoder's.
+    from t2tlite.training import run_dir, run_identity
+    registry.load_all()
+    run_identity.check_data(output_dir, run_dir.load_run_info(output_dir),
+                            run_dir.load_hparams(output_dir), registry.problem(FLAGS.problem),
+                            FLAGS.data_dir, command="averaged")
   print(averaging.average_checkpoints(output_dir, FLAGS.n, overwrite=FLAGS.overwrite))
 
 

@@ -18,6 +18,7 @@ comparable with papers that did the same.
 """
 
 import json
+import os
 
 from absl import flags
 
@@ -36,9 +37,14 @@ flags.DEFINE_bool("chrf", True, "Also report sacreBLEU's chrF.")
 flags.DEFINE_string("language", "de", "Target language, for the Moses tokenizer of "
                     "--tokenized_bleu.")
 flags.DEFINE_string("output_json", None, "Also write the scores and their signatures here.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output_json.")
 
 
 def main(argv):
+  _check_language(FLAGS.language)
+  if FLAGS.output_json and os.path.exists(FLAGS.output_json) and not FLAGS.overwrite:
+    raise cli.UsageError(f"--output_json={FLAGS.output_json} exists; pass --overwrite to "
+                         "replace it")
   hypotheses = _read("translation")
   references = _read("reference")
   if len(hypotheses) != len(references):
@@ -64,6 +70,15 @@ def main(argv):
     with files.atomic_write(FLAGS.output_json) as f:
       json.dump(report, f, indent=1)
       f.write("\n")
+
+
+def _check_language(language: str) -> None:
+  """--language must be one the Moses tokenizer knows (else it silently tokenizes as English)."""
+  from sacremoses.corpus import NonbreakingPrefixes
+  codes = sorted(code for code in NonbreakingPrefixes().available_langs if len(code) <= 3)
+  if language not in codes:
+    raise cli.UsageError(f"--language={language}: not a Moses tokenizer language; use one of "
+                         f"{', '.join(codes)}")
 
 
 def _read(flag_name: str):

@@ -12,6 +12,7 @@ Scores go to stdout and to <decode_to_file>.scores.json.
 
 import json
 import os
+import sys
 
 from absl import flags, logging
 
@@ -23,7 +24,8 @@ cli.define_registry_flags()
 flags.DEFINE_string("output_dir", None, "The training run to decode with.")
 flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the latest).")
 flags.DEFINE_string("decode_hparams", "", 'e.g. "beam_size=4,alpha=0.6,extra_length=50".')
-flags.DEFINE_string("decode_from_file", None, "Source lines to decode.")
+flags.DEFINE_string("decode_from_file", None, "Source lines to decode ('-': standard input, "
+                    "decodes to standard output unless --decode_to_file).")
 flags.DEFINE_string("decode_to_file", None, "Where to write the decodes, one line per source.")
 flags.DEFINE_string("decode_reference", None, "Reference lines to score the decodes against.")
 flags.DEFINE_string("decode_split", "test", "Split decoded when --decode_from_file is unset.")
@@ -38,14 +40,19 @@ def main(argv):
 
   output_dir = cli.require("output_dir")
   problem = registry.problem(cli.require("problem"))
-  saved = run_dir.load_run_info(output_dir).get("hparams_set")
+  from t2tlite.training import run_identity
+  run_info = run_dir.load_run_info(output_dir)
+  saved = run_info.get("hparams_set")
   if FLAGS.hparams_set and saved and FLAGS.hparams_set != saved:
     raise cli.UsageError(f"--hparams_set={FLAGS.hparams_set} but {output_dir} was trained "
                          f"with {saved}")
   decode_hparams = DecodeHParams().override(problem.default_decode_hparams).override(
       FLAGS.decode_hparams)
+  # The ids the model was trained on must mean the same words here.
+  run_identity.check_data(output_dir, run_info, run_dir.load_hparams(output_dir), problem,
+                          FLAGS.data_dir)
   sources, references, target = _inputs(problem, output_dir)
-  if os.path.exists(target) and not FLAGS.overwrite:
+  if target != "-" and os.path.exists(target) and not FLAGS.overwrite:
     raise cli.UsageError(f"--decode_to_file={target} exists; pass --overwrite to replace it")
 
   model, checkpoint = run_dir.load_model(output_dir, FLAGS.checkpoint_path, FLAGS.hparams)
@@ -76,6 +83,11 @@ def main(argv):
 
 def _inputs(problem, output_dir):
   """(source lines, reference lines or None, output path)."""
+  if FLAGS.decode_from_file == "-":
+    sources = sys.stdin.read().splitlines()
+    references = (cli.read_flag_file("decode_reference", FLAGS.decode_reference)
+                  if FLAGS.decode_reference else None)
+    return sources, references, FLAGS.decode_to_file or "-"
   if FLAGS.decode_from_file:
     sources = cli.read_flag_file("decode_from_file", FLAGS.decode_from_file)
     references = None
@@ -94,7 +106,11 @@ def _inputs(problem, output_dir):
 
 
 def _write_lines(path, lines):
-  """Writes atomically (t2tlite.files), so an interrupted run leaves no half file."""
+  """Writes atomically, so an interrupted run leaves no half file ('-': standard output)."""
+  if path == "-":
+    sys.stdout.writelines(line + "\n" for line in lines)
+    return
+  from t2tlite import files
   with files.atomic_write(path) as f:
     f.writelines(line + "\n" for line in lines)
 

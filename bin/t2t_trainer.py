@@ -35,6 +35,8 @@ flags.DEFINE_bool("eval_decode", True, "At each evaluation also decode dev for r
 flags.DEFINE_integer("eval_decode_lines", 0, "Dev sentences decoded per evaluation (0: all).")
 flags.DEFINE_string("eval_decode_hparams", "", "--decode_hparams for the dev decodes.")
 flags.DEFINE_integer("log_every", 100, "Steps between progress lines and summaries.")
+flags.DEFINE_bool("overwrite_run", False, "Start over in an --output_dir that holds a run: its "
+                  "files are moved into <output_dir>/previous-N/, not deleted.")
 flags.DEFINE_integer("random_seed", 1, "Seed for initialisation, dropout and shuffling.")
 flags.DEFINE_bool("describe", False, "Build the model without data, print its summary and "
                   "parameter count, and exit.")
@@ -68,7 +70,8 @@ def main(argv):
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_every,
       random_seed=FLAGS.random_seed, average_last_n=FLAGS.average_last_n,
       eval_decode=FLAGS.eval_decode, eval_decode_lines=FLAGS.eval_decode_lines,
-      eval_decode_hparams=FLAGS.eval_decode_hparams, train_seconds=FLAGS.train_seconds)
+      eval_decode_hparams=FLAGS.eval_decode_hparams, train_seconds=FLAGS.train_seconds,
+      overwrite_run=FLAGS.overwrite_run)
   output_dir = cli.require("output_dir")
   from t2tlite.training import distribution  # TensorFlow loads after flag errors.
   strategy = distribution.make_strategy(  # Before any TensorFlow op runs.

@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from t2tlite.data import records, text_encoder
+from t2tlite.data import records, shard_manifest, text_encoder
 from t2tlite.errors import UserError
 
 SPLITS = ("train", "dev", "test")
@@ -105,17 +105,20 @@ class Problem:
       path = self.shard_path(data_dir, split)
       texts = ([self.text_path(data_dir, split, side) for side in ("inputs", "targets")]
                if split != "train" else [])
-      if all(os.path.exists(p) for p in [path] + texts):
+      if all(os.path.exists(p) for p in [path] + texts) and not shard_manifest.stale_split(
+          self, data_dir, split):
         continue
       with records.SplitWriter([path], texts) as writer:
         for source, target in self.text_pairs(split, tmp_dir):
           writer.write(source, target, encoders["inputs"].encode(source),
                        encoders["targets"].encode(target))
+      shard_manifest.record_split(self, data_dir, split)
 
   def dataset(self, split: str, data_dir: Optional[str] = None) -> tf.data.Dataset:
     """Examples {"inputs": int32 [s], "targets": int32 [t]}, EOS-terminated."""
     path = self.shard_path(data_dir, split) if data_dir else None
     if path and os.path.exists(path):
+      shard_manifest.check_split_on_open(self, data_dir, split)  # Sizes: cheap.
       return records.read_records([path])
     if not self.generated:
       raise ProblemError(f"{path or '--data_dir'}: no data for problem {self.name} split "

@@ -30,7 +30,7 @@ from absl import logging
 
 from t2tlite import files as files_lib
 from t2tlite import overrides
-from t2tlite.data import parallel_text, records, subword
+from t2tlite.data import parallel_text, records, shard_manifest, subword
 from t2tlite.progress import Progress
 from t2tlite.problems import problem as problem_lib
 from t2tlite.problems.problem import Problem, ProblemError
@@ -172,8 +172,9 @@ class TranslateProblem(Problem):
 
   def _write_split(self, split, data_dir, tmp_dir, encoder):
     files = self._split_files(data_dir, split)
-    if all(os.path.exists(p) for p in files):
-      logging.info("%s %s: already written, skipped", self.name, split)
+    if all(os.path.exists(p) for p in files) and not shard_manifest.stale_split(
+        self, data_dir, split):
+      logging.info("%s %s: already written and verified, skipped", self.name, split)
       return
     n_shards = len(self.shard_paths(data_dir, split))
     stats = parallel_text.LineStats()
@@ -188,6 +189,7 @@ class TranslateProblem(Problem):
         raise ProblemError(f"{self.name} {split}: no pairs (read {stats.read}, {stats.empty} "
                            "with an empty side)")
       writer.pairs_read, writer.dropped_empty_side = stats.read, stats.empty
+    shard_manifest.record_split(self, data_dir, split)
     progress.finish(writer.count)
     if stats.empty:
       logging.info("%s %s: dropped %d of %d pairs with an empty side", self.name, split,
@@ -201,6 +203,7 @@ class TranslateProblem(Problem):
     if not all(os.path.exists(p) for p in files):
       raise ProblemError(f"{files[0]}: no complete data for {self.name} {split}; run "
                          f"t2t-datagen --problem={self.name} --data_dir={data_dir} first")
+    shard_manifest.check_split_on_open(self, data_dir, split)  # Sizes: cheap.
     return records.read_records(files)
 
   def eval_text(self, split: str, data_dir: Optional[str]) -> Tuple[List[str], List[str]]:

@@ -15,27 +15,10 @@ tf_noise.install()  # Before TensorFlow loads: its C++ start-up lines stay out (
 
 from absl import flags, logging  # noqa: E402
 
-from t2tlite import registry  # noqa: E402
-from t2tlite.errors import UserError, describe_os_error, is_user_os_error  # noqa: E402
+from t2tlite import errors, registry  # noqa: E402
+from t2tlite.errors import UserError  # noqa: E402
 
 FLAGS = flags.FLAGS
-
-
-def user_error_message(error: BaseException):
-  """The one line to print for an error the user can fix, or None for a bug (a traceback).
-
-  Every stage raises a subclass of `UserError`; besides those, an OSError the
-  user fixes (disk full, no permission, a missing file: the line names the
-  path) and text that is not UTF-8.
-  """
-  if isinstance(error, UserError):
-    text = str(error)
-    return text.splitlines()[0] if text else type(error).__name__
-  if isinstance(error, OSError) and is_user_os_error(error):
-    return describe_os_error(error)
-  if isinstance(error, UnicodeDecodeError):
-    return f"input is not UTF-8 text ({error.reason} at byte {error.start})"
-  return None
 
 
 class UsageError(UserError):
@@ -101,13 +84,21 @@ def run(main):
     try:
       return main(argv)
     except Exception as e:  # noqa: BLE001 - narrowed just below.
-      message = user_error_message(e)
-      if message is None:
+      line = errors.one_line(e)
+      if line is None:
         raise
-      _exit(message)
+      _exit(line)
 
   _help_shows_command_flags(sys.modules[main.__module__])
-  app.run(guarded)
+  app.run(guarded, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, but an unknown or malformed flag is one line and exit status 2."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    _exit((str(e).splitlines() or ["bad flags"])[0])
 
 
 def _help_shows_command_flags(module):

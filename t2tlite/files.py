@@ -34,10 +34,13 @@ def atomic_paths(paths: Sequence[str]) -> Iterator[List[str]]:
   tmps = [path + TEMP_SUFFIX for path in paths]
   try:
     yield tmps
-  except BaseException:
+  except BaseException as e:
     for tmp in tmps:
       with contextlib.suppress(OSError):
         os.remove(tmp)
+    if isinstance(e, OSError) and e.filename is None and e.errno is not None:
+      # A failed write() or flush() names no file; a disk-full error must say which.
+      raise OSError(e.errno, e.strerror, paths[0] if len(paths) == 1 else ", ".join(paths)) from e
     raise
   for tmp, path in zip(tmps, paths):
     os.replace(tmp, path)

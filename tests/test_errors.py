@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from t2tlite import cli
+from t2tlite import cli, errors
 from t2tlite.errors import UserError
 
 
@@ -30,22 +30,22 @@ def _user_error_classes():
 @pytest.mark.parametrize("cls", _user_error_classes(), ids=lambda c: c.__name__)
 def test_every_user_fixable_error_is_a_user_error(cls):
   assert issubclass(cls, UserError)
-  assert cli.user_error_message(cls("a: first line\nsecond")) == "a: first line"
+  assert errors.one_line(cls("a: first line\nsecond")) == "a: first line"
 
 
 def test_registry_error_stays_a_key_error_without_quotes():
   from t2tlite.registry import RegistryError
   error = RegistryError("unknown problem 'x'")
-  assert isinstance(error, KeyError) and cli.user_error_message(error) == "unknown problem 'x'"
+  assert isinstance(error, KeyError) and errors.one_line(error) == "unknown problem 'x'"
 
 
 def test_os_errors_a_user_fixes_name_the_path_and_bugs_are_not_hidden():
   full = OSError(errno.ENOSPC, "No space left on device", "data/x.tfrecord")
-  assert cli.user_error_message(full).startswith("data/x.tfrecord: No space left on device")
+  assert errors.one_line(full).startswith("data/x.tfrecord: No space left on device")
   denied = PermissionError(errno.EACCES, "Permission denied", "runs/r/hparams.json")
-  assert cli.user_error_message(denied) == "runs/r/hparams.json: Permission denied"
-  assert cli.user_error_message(OSError(errno.EIO, "Input/output error")) is None
-  assert cli.user_error_message(KeyError("bug")) is None
+  assert errors.one_line(denied) == "runs/r/hparams.json: Permission denied"
+  assert errors.one_line(OSError(errno.EIO, "Input/output error")) is None
+  assert errors.one_line(KeyError("bug")) is None
 
 
 def test_disk_full_in_a_command_is_one_line_and_exit_2(tmp_path):

@@ -45,7 +45,8 @@ def available_checkpoints(output_dir: str) -> List[str]:
 
   state = tf.train.get_checkpoint_state(output_dir)
   paths = list(state.all_model_checkpoint_paths) if state else []
-  paths = [p for p in paths if os.path.exists(p + ".index")]
+  # ckpt-0 is the untrained start (saved so a run killed early resumes): never averaged.
+  paths = [p for p in paths if os.path.exists(p + ".index") and checkpoint_step(p) > 0]
   return sorted(set(paths), key=checkpoint_step)
 
 
@@ -81,6 +82,12 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
     logging.warning("%s holds %d checkpoints, fewer than n=%d: averaging all of them",
                     output_dir, len(paths), n)
   paths = paths[-n:]
+  from t2tlite.training import checkpoint_manifest
+  for path in paths:  # A damaged checkpoint must not slip into the mean.
+    status, why = checkpoint_manifest.verify(path)
+    if status == "bad":
+      raise checkpoint_manifest.CheckpointError(f"{path}: damaged checkpoint ({why}); the "
+                                                "trainer's next start moves it aside")
   target = averaged_path(output_dir, checkpoint_step(paths[-1]))
   if os.path.exists(target + ".index") and not overwrite:
     raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
@@ -107,6 +114,7 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
   # the file needs one, as every CheckpointManager checkpoint has. write() adds no suffix.
   root.save_counter.assign(1)
   root.write(target)
+  checkpoint_manifest.write_manifest(target)
   _write_json(target + ".json", {
       "n": n,
       "checkpoints": [os.path.relpath(p, output_dir) for p in paths],

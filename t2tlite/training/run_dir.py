@@ -75,10 +75,22 @@ def load_model(output_dir: str, checkpoint_path: str = None, hparams_overrides: 
   from t2tlite import registry
   from t2tlite.training import checkpoints
 
+  from t2tlite.training import resume
+
   hparams = load_hparams(output_dir).override(hparams_overrides)
-  path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
+  model = registry.model(load_run_info(output_dir).get("model", "transformer"))(hparams)
+  if checkpoint_path:  # Exactly the one named, or a one-line error.
+    path = resume.resolve_checkpoint_path(checkpoint_path)
+    resume.verify_or_raise(path)
+    try:
+      checkpoints.restore_model(model, path)
+    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
+      raise RunDirError(f"--checkpoint_path={checkpoint_path}: does not load into the run's "
+                        f"model ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    return model, path
+  # The newest that verifies and loads; skipped ones are logged, nothing is moved.
+  path = resume.restore_newest(lambda p: checkpoints.restore_model(model, p), output_dir,
+                               is_chief=False)
   if not path:
     raise RunDirError(f"--output_dir={output_dir}: no checkpoint found")
-  model = registry.model(load_run_info(output_dir).get("model", "transformer"))(hparams)
-  checkpoints.restore_model(model, path)
   return model, path

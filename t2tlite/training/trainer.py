@@ -22,8 +22,10 @@ from absl import logging
 
 from t2tlite import registry, xla_choice
 from t2tlite.hparams_record import HParams
-from t2tlite.training import (averaging, checkpoints, distribution, input_pipeline, progress,
-                              run_dir, train_step)
+from t2tlite.data import shard_manifest
+from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, distribution,
+                              input_pipeline, progress, resume, run_dir, run_identity, run_lock,
+                              train_step)
 from t2tlite.training.optimization import make_optimizer
 
 
@@ -43,6 +45,7 @@ class TrainOptions:
   eval_decode_hparams: str = ""  # --decode_hparams for those decodes (default: the problem's, beam 4).
   average_last_n: int = 0  # Average the last N checkpoints at the end of training (0: off).
   train_seconds: int = 0  # Also stop once training has taken this long, resumes included (0: no limit).
+  overwrite_run: bool = False  # Start over in a run directory that holds a run (moved to previous-N/).
 
 
 class Trainer:
@@ -51,6 +54,9 @@ class Trainer:
   def __init__(self, problem, hparams: HParams, output_dir: str, data_dir: Optional[str] = None,
                options: TrainOptions = TrainOptions(), model_name: str = "transformer",
                strategy: Optional[tf.distribute.Strategy] = None, run_info: Optional[dict] = None):
+    if options.keep_checkpoint_max < 1:  # Before anything is written.
+      raise run_dir.RunDirError(f"--keep_checkpoint_max={options.keep_checkpoint_max}: keep at "
+                                "least 1 checkpoint (training resumes from the last one)")
     input_vocab, target_vocab = problem.vocab_sizes(data_dir)
     self.hparams = hparams.replace(input_vocab_size=input_vocab, target_vocab_size=target_vocab)
     self.problem = problem
@@ -60,9 +66,17 @@ class Trainer:
     self.strategy = strategy or tf.distribute.get_strategy()
     self.replicas = self.strategy.num_replicas_in_sync
     self.is_chief = distribution.is_chief(self.strategy)
-    if self.is_chief:
-      run_dir.prepare(output_dir, self.hparams, dict(
-          run_info or {}, problem=problem.name, model=model_name))
+    if self.is_chief:  # One trainer per directory; the chief alone writes it.
+      run_lock.acquire(output_dir)
+      resume.remove_leftovers(output_dir)
+      if options.overwrite_run:
+        resume.set_aside_for_overwrite(output_dir)
+      resume.check_not_orphaned(output_dir, run_dir.RUN_FILE)
+      run_info = dict(run_info or {}, problem=problem.name, model=model_name,
+                      random_seed=options.random_seed,
+                      data=run_identity.data_identity(problem, data_dir))
+      run_identity.check_resume(output_dir, run_dir.load_run_info(output_dir), run_info)
+      run_dir.prepare(output_dir, self.hparams, run_info)
     keras.utils.set_random_seed(options.random_seed)  # The same seed on every worker.
 
     with self.strategy.scope():
@@ -90,11 +104,9 @@ class Trainer:
         model=checkpoints.model_trackable(self.model), optimizer=self.optimizer,
         train_iterator=self.train_iterator, seconds_trained=self.seconds_trained)
     self.write_dir = distribution.checkpoint_write_dir(output_dir, self.strategy)
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, self.write_dir,
-        max_to_keep=options.keep_checkpoint_max if self.is_chief else 1,
-        step_counter=self.optimizer.iterations)
-    self._dev_decoder = None  # A DecodePipeline, built at the first evaluation that decodes.
+    self.manager = self._make_manager()
+    self._logged = {"train": -1, "eval": -1}  # Last steps already in TensorBoard (resumes).
+    self._dev_decoder = None  # Built at the first evaluation that decodes.
     self.train_step = train_step.make_train_step(
         self.model, self.optimizer, self.hparams, self.strategy)
     self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
@@ -105,6 +117,12 @@ class Trainer:
       self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
     self._compilations = {"train": 0, "eval": 0}  # Traces (XLA compilations) seen so far.
 
+  def _make_manager(self) -> tf.train.CheckpointManager:
+    return tf.train.CheckpointManager(
+        self.checkpoint, self.write_dir,
+        max_to_keep=self.options.keep_checkpoint_max if self.is_chief else 1,
+        step_counter=self.optimizer.iterations)
+
   @property
   def step(self) -> int:
     return int(self.optimizer.iterations.numpy())
@@ -112,22 +130,35 @@ class Trainer:
   def restore(self) -> int:
     """Restores the latest checkpoint, if any; returns the step training resumes from.
 
-    Every worker reads the chief's checkpoint, in --output_dir.
+    Every worker reads the chief's checkpoint, in --output_dir: the newest
+    that verifies and loads (resume.restore_newest).
     """
-    latest = tf.train.latest_checkpoint(self.output_dir)
+    latest = resume.restore_newest(
+        lambda prefix: self.checkpoint.restore(prefix).assert_existing_objects_matched(),
+        self.output_dir, self.is_chief)
+    self._restored = latest  # The same on every worker: all read the chief's directory.
     if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
       logging.info("restored %s: resuming at step %d", latest, self.step)
     else:
-      logging.info("no checkpoint in %s: starting from step 0", self.output_dir)
+      logging.info("no checkpoint in %s yet: starting from step 0", self.output_dir)
+    if self.is_chief:
+      self.manager = self._make_manager()  # Sees only the checkpoints kept.
+      self._logged = {"train": resume.last_logged_step(self.output_dir),
+                      "eval": resume.last_logged_step(os.path.join(self.output_dir, "eval"))}
     distribution.decorrelate_dropout(self.model, self.strategy)
     return self.step
 
   def save(self) -> str:
     """Saves on every worker (the documented pattern); only the chief's copy is kept."""
     self.seconds_trained.assign(self._seconds_trained())
+    prefix = os.path.join(self.write_dir, f"ckpt-{self.step}")
+    if self.is_chief and checkpoint_manifest.checkpoint_files(prefix):
+      raise checkpoint_manifest.CheckpointError(f"{prefix} exists and is not the checkpoint "
+                                                "this run resumed from: not overwriting it")
     path = self.manager.save(checkpoint_number=self.step)
     if self.is_chief:
+      checkpoint_manifest.write_manifest(path)  # Last: marks the checkpoint complete.
+      resume.remove_orphan_manifests(self.output_dir)
       logging.info("saved checkpoint %s", path)
     else:
       distribution.discard_write_dir(self.write_dir, self.output_dir)
@@ -137,7 +168,10 @@ class Trainer:
     """Runs to `train_steps`; returns the last evaluation metrics."""
     opts = self.options
     step = self.restore()
-    if step == 0:
+    if self._restored is None:
+      self.save()  # ckpt-0: a run killed before its first periodic save still resumes.
+    finished_before = step >= opts.train_steps  # A rerun of a finished run trains nothing.
+    if step == 0 and self._logged["train"] < 0:
       with self.train_writer.as_default(step=0):
         tf.summary.text("hparams", "```\n" + json.dumps(self.hparams.to_dict(), indent=2) + "\n```")
     hp = self.hparams
@@ -158,7 +192,11 @@ class Trainer:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
     while step < opts.train_steps and not self._out_of_time():
-      batch = next(self.train_iterator)
+      try:
+        batch = next(self.train_iterator)
+      except tf.errors.DataLossError as e:  # Name the shard and record, not a byte offset.
+        raise shard_manifest.data_loss_error(
+            shard_manifest.split_shards(self.problem, self.data_dir, "train"), e) from None
       window.add(self.train_step(batch))
       self._log_compilation("train", self.train_step, batch)
       if self.step == step:  # mixed_float16: a non-finite gradient; the loss scale halved.
@@ -180,7 +218,11 @@ class Trainer:
         last_save_time = time.time()
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step, unless it was just saved.
-    last_eval = self.evaluate(step)
+    if finished_before and self._logged["eval"] >= step:
+      logging.info("step %d >= --train_steps=%d: nothing to train; the evaluation at step %d is "
+                   "already in TensorBoard", step, opts.train_steps, step)
+    else:
+      last_eval = self.evaluate(step)
     if opts.average_last_n and self.is_chief:
       self._average(step)
     logging.info("step %d: weights checksum %s", step, checkpoints.weights_checksum(self.model))
@@ -229,15 +271,20 @@ class Trainer:
     if self.options.eval_steps:
       data = data.take(self.options.eval_steps)
     window = progress.MetricWindow()
-    for batch in data:
-      window.add(self.eval_step(batch))
-      self._log_compilation("eval", self.eval_step, batch)
+    try:
+      for batch in data:
+        window.add(self.eval_step(batch))
+        self._log_compilation("eval", self.eval_step, batch)
+    except tf.errors.DataLossError as e:
+      raise shard_manifest.data_loss_error(
+          shard_manifest.split_shards(self.problem, self.data_dir, "dev"), e) from None
     metrics = window.result()
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
     if self.options.eval_decode and self.is_chief:  # Decoding needs no other worker.
       scalars.update(self.decode_dev())
-    progress.write_scalars(self.eval_writer, step, scalars)
+    if step > self._logged["eval"]:  # A resumed run does not log a step twice.
+      progress.write_scalars(self.eval_writer, step, scalars)
     logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
     return scalars
 
@@ -265,7 +312,8 @@ class Trainer:
     scalars.update(learning_rate=learning_rate,
                    tokens_per_sec=metrics["tokens"] / max(metrics["seconds"], 1e-9),
                    xla_compilations=sum(self._compilations.values()))
-    progress.write_scalars(self.train_writer, step, scalars)
+    if step > self._logged["train"]:  # Replayed after a resume: already logged.
+      progress.write_scalars(self.train_writer, step, scalars)
 
   def _log_compilation(self, kind, step_fn, batch):
     """Logs each new trace of `step_fn` (with XLA: one compilation per bucket shape)."""

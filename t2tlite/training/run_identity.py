@@ -1,0 +1,87 @@
+"""What defines a run beyond its hparams: seed and data, recorded in run.json and checked.
+
+A resumed run with another `--random_seed` continues different random
+streams; a model decoded with another vocabulary (a data_dir generated with
+4000 pieces for a model trained on 8000, or `multi30k_enfr` for an
+`multi30k_ende` model) produces fluent-looking garbage with exit status 0.
+So the trainer records, at the start of a run, the seed and the data the
+model's ids mean: the problem, the vocabulary file's name and SHA-256, and
+both vocabulary sizes. Resuming compares the seed and the data; the decoder
+and `t2t-avg-all` compare the data with the --problem/--data_dir they were
+given. A mismatch is one line naming both sides.
+"""
+
+import os
+from typing import Optional
+
+from t2tlite.errors import UserError
+from t2tlite.training import checkpoint_manifest
+
+DATA_KEY = "data"
+
+
+class RunMismatchError(UserError):
+  """The run directory was made with another seed, problem or vocabulary."""
+
+
+def data_identity(problem, data_dir: Optional[str]) -> dict:
+  """{"problem", "vocab_file", "vocab_sha256", "input_vocab_size", "target_vocab_size"}."""
+  inputs, targets = problem.vocab_sizes(data_dir)
+  identity = {"problem": problem.name, "input_vocab_size": int(inputs),
+              "target_vocab_size": int(targets), "vocab_file": None, "vocab_sha256": None}
+  vocab_path = getattr(problem, "vocab_path", None)
+  if data_dir and vocab_path and os.path.exists(vocab_path(data_dir)):
+    path = vocab_path(data_dir)
+    identity.update(vocab_file=os.path.basename(path),
+                    vocab_sha256=checkpoint_manifest.sha256_file(path))
+  return identity
+
+
+def check_resume(output_dir: str, saved: dict, current: dict) -> None:
+  """Refuses to resume a run recorded with another seed or other data."""
+  seed = saved.get("random_seed")
+  if seed is not None and seed != current.get("random_seed"):
+    raise RunMismatchError(
+        f"--random_seed={current.get('random_seed')} but --output_dir={output_dir} was "
+        f"started with --random_seed={seed}; rerun with {seed} or use a new --output_dir")
+  if saved.get(DATA_KEY) and current.get(DATA_KEY):
+    _compare_data(output_dir, saved[DATA_KEY], current[DATA_KEY], "trained")
+
+
+def check_data(output_dir: str, run_info: dict, hparams, problem, data_dir: Optional[str],
+               command: str = "decoded") -> None:
+  """Refuses a --problem/--data_dir whose ids mean something else than the run's.
+
+  Runs recorded before the data identity existed are still checked on the
+  problem name and on the vocabulary sizes in hparams.json.
+  """
+  saved_problem = run_info.get("problem")
+  if saved_problem and saved_problem != problem.name:
+    raise RunMismatchError(f"--problem={problem.name} but --output_dir={output_dir} was "
+                           f"trained on {saved_problem}")
+  current = data_identity(problem, data_dir)
+  saved = run_info.get(DATA_KEY) or {
+      "problem": saved_problem or problem.name, "vocab_file": None, "vocab_sha256": None,
+      "input_vocab_size": hparams.input_vocab_size,
+      "target_vocab_size": hparams.target_vocab_size}
+  _compare_data(output_dir, saved, current, command, data_dir)
+
+
+def _compare_data(output_dir, saved: dict, current: dict, command: str,
+                  data_dir: Optional[str] = None) -> None:
+  def side(identity):
+    vocab = (f"{identity['vocab_file']} (sha256 {identity['vocab_sha256'][:12]}), "
+             if identity.get("vocab_sha256") else "")
+    return (f"{identity['problem']}, {vocab}vocab sizes {identity['input_vocab_size']}/"
+            f"{identity['target_vocab_size']}")
+
+  differ = [k for k in ("problem", "input_vocab_size", "target_vocab_size")
+            if saved.get(k) != current.get(k)]
+  if saved.get("vocab_sha256") and current.get("vocab_sha256") and (
+      saved["vocab_sha256"] != current["vocab_sha256"]):
+    differ.append("vocab_sha256")
+  if differ:
+    given = f"--data_dir={data_dir}" if data_dir else "the data given"
+    raise RunMismatchError(
+        f"{given} holds {side(current)} but --output_dir={output_dir} was trained on "
+        f"{side(saved)}; the run cannot be {command} with this vocabulary")
