@@ -14,7 +14,7 @@ import pytest
 
 from t2tlite import describe, registry, tf_noise, xla_choice
 from t2tlite.progress import Progress
-from tests.conftest import REPO, tiny_hparams
+from tests.helpers import REPO, tiny_hparams
 
 
 def _entry_points():
