@@ -53,7 +53,7 @@ def main(argv):
   logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, decode_hparams)
   encoders = problem.encoders(FLAGS.data_dir)
   start = time.perf_counter()
-  decoder = Decoder(model, decode_hparams)
+  decoder = Decoder(model, decode_hparams, problem.decode_constraint(decode_hparams, encoders))
   postprocess = problem.decode_postprocessor()
   decodes = decoder.decode_lines(sources, encoders["inputs"], encoders["targets"], postprocess)
   seconds = time.perf_counter() - start

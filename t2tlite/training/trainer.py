@@ -202,12 +202,13 @@ class Trainer:
     if self._dev_decoder is None:
       decode_hparams = DecodeHParams().override(self.problem.default_decode_hparams).override(
           self.options.eval_decode_hparams, "--eval_decode_hparams")
-      self._dev_decoder = Decoder(self.model, decode_hparams)
+      encoders = self.problem.encoders(self.data_dir)
+      self._dev_decoder = Decoder(self.model, decode_hparams,
+                                  self.problem.decode_constraint(decode_hparams, encoders))
       sources, references = self.problem.eval_text("dev", self.data_dir)
       if self.options.eval_decode_lines:
         sources = sources[:self.options.eval_decode_lines]
         references = references[:self.options.eval_decode_lines]
-      encoders = self.problem.encoders(self.data_dir)
       self._dev_text = (sources, references, encoders["inputs"], encoders["targets"])
     sources, references, source_encoder, target_encoder = self._dev_text
     start = time.perf_counter()
