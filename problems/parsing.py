@@ -146,6 +146,8 @@ class ParsingProblem(TranslateProblem):
     """The tree constraint (`constrain_trees`, on by default) over the shared vocabulary."""
     from t2tlite.data.text_encoder import EOS_ID
     from t2tlite.decoding import tree_constraint
+    if not decode_hparams.constrain_trees:
+      return None
     try:
       return tree_constraint.make_tree_constraint(decode_hparams, encoders["inputs"],
                                                   encoders["targets"], EOS_ID)
