@@ -38,7 +38,7 @@ from typing import Iterator, List, Optional, Tuple
 from absl import logging
 
 from t2tlite import files as files_lib
-from t2tlite.data import linearize, parallel_text, trees
+from t2tlite.data import linearize, parallel_text, subword, trees
 from t2tlite.problems.problem import ProblemError
 from t2tlite.problems.translate import TranslateOptions, TranslateProblem
 from t2tlite.registry import PROBLEMS, register_problem
@@ -47,6 +47,7 @@ from t2tlite.registry import PROBLEMS, register_problem
 @dataclasses.dataclass(frozen=True)
 class ParsingOptions(TranslateOptions):
   extra_train: str = ""  # Glob of extra training trees (.mrg-style bracketed files, plain or .gz), added to train.
+  tree_symbols: bool = True  # Each `(LABEL`, `)LABEL` and `XX` of the training trees is one vocabulary piece (False: the learned pieces split them).
 
 
 class ParsingProblem(TranslateProblem):
@@ -57,7 +58,9 @@ class ParsingProblem(TranslateProblem):
   eval_metrics = ("parse_f1",)
   # Section 6.3: "we increased the maximum output length to input length + 300 ... beam size
   # of 21 and alpha = 0.3".
-  default_decode_hparams = "beam_size=21,alpha=0.3,extra_length=300"
+  # constrain_trees: every output a well-formed tree over the source words (not in the paper,
+  # which repairs nothing either; constrain_trees=false decodes unconstrained).
+  default_decode_hparams = "beam_size=21,alpha=0.3,extra_length=300,constrain_trees=true"
 
   # --- To implement ---
   def tree_files(self, split: str, tmp_dir: Optional[str]) -> List[Tuple[str, bytes]]:
@@ -96,6 +99,22 @@ class ParsingProblem(TranslateProblem):
     except trees.TreeError as e:
       raise ProblemError(str(e)) from None
 
+  def vocab_symbols(self, tmp_dir: Optional[str]) -> List[str]:
+    """Every tree token of the training targets as one whole piece (`tree_symbols`).
+
+    Learned BPE splits `(NP` into `▁(` + `NP`, so a tree takes about twice the
+    steps and a label must be re-learned at each closing bracket; as
+    user-defined symbols of the one shared vocabulary (tied embeddings kept)
+    each bracket is one step and the tree constraint
+    (`t2tlite.decoding.tree_constraint`) works on whole symbols.
+    """
+    if not self.options.tree_symbols:
+      return []
+    tokens = set()
+    for _, target in self.source_target_pairs("train", tmp_dir):
+      tokens.update(target.split())
+    return [subword.WORD_BOUNDARY + t for t in sorted(tokens)]
+
   def trees_path(self, data_dir: str, split: str) -> str:
     """The gold trees of a dev/test split, one EVALB line each, aligned with .inputs."""
     return os.path.join(data_dir, f"{self.name}-{split}.trees")
@@ -121,6 +140,18 @@ class ParsingProblem(TranslateProblem):
     if len(gold) != len(sources):
       raise ProblemError(f"{path} has {len(gold)} trees but {split} has {len(sources)} sources")
     return sources, gold
+
+  def decode_constraint(self, decode_hparams, encoders):
+    """The tree constraint (`constrain_trees`, on by default) over the shared vocabulary."""
+    from t2tlite.data.text_encoder import EOS_ID
+    from t2tlite.decoding import tree_constraint
+    if not decode_hparams.constrain_trees:
+      return None
+    try:
+      return tree_constraint.make_tree_constraint(decode_hparams, encoders["inputs"],
+                                                  encoders["targets"], EOS_ID)
+    except ValueError as e:
+      raise ProblemError(f"--decode_hparams constrain_trees=true: {e}") from None
 
   def decode_postprocessor(self) -> linearize.TreeRepairer:
     """Decoded target -> repaired tree over the source words (repairs counted)."""

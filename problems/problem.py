@@ -73,6 +73,14 @@ class Problem:
     """
     return None
 
+  def decode_constraint(self, decode_hparams, encoders):
+    """None, or a token constraint for the search (`t2tlite.decoding.search`).
+
+    Parsing returns a `TreeConstraint` when `decode_hparams.constrain_trees`
+    is set, so every hypothesis is a tree over the source words.
+    """
+    return None
+
   # --- Derived ---
   def vocab_sizes(self, data_dir: Optional[str] = None) -> Tuple[int, int]:
     enc = self.encoders(data_dir)

@@ -152,13 +152,18 @@ class TranslateProblem(Problem):
       return None
     return sum(c for length, c in stats["length_histogram"].items() if int(length) > max_length)
 
+  def vocab_symbols(self, tmp_dir: Optional[str]) -> List[str]:
+    """Pieces the vocabulary must hold whole (sentencepiece user-defined symbols); none here."""
+    return []
+
   def generate_data(self, data_dir: str, tmp_dir: Optional[str] = None) -> None:
     os.makedirs(data_dir, exist_ok=True)
     self._save_options(data_dir)
     encoder = subword.load_or_train(
         self.vocab_path(data_dir), self.options.vocab_size,
         lambda: (line for pair in self.source_target_pairs("train", tmp_dir) for line in pair),
-        self.options.vocab_type, self.options.vocab_sample_size)
+        self.options.vocab_type, self.options.vocab_sample_size,
+        user_defined_symbols_fn=lambda: self.vocab_symbols(tmp_dir))
     for split in problem_lib.SPLITS:
       if self.has_split(split):
         self._write_split(split, data_dir, tmp_dir, encoder)

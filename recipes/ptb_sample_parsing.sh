@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Constituency parsing on 2 CPU cores: transformer_parsing_tiny on NLTK's Penn Treebank sample.
+# Constituency parsing on CPU: transformer_parsing_tiny on NLTK's Penn Treebank sample.
 #
 #   bash recipes/ptb_sample_parsing.sh [OUT_DIR] [PTB_DIR]
 #
-# PTB_DIR holds treebank.zip (or wsj_0001-0199.combined.mrg.gz); default ../shared/data/ptb.
-# Train wsj_0001-0159 (3396 trees), dev wsj_0160-0179 (273), test wsj_0180-0199 (245).
-# TRAIN_STEPS (default 2000, ~23 min on 2 shared cores) bounds the run; rerunning resumes from the
+# PTB_DIR holds treebank.zip (or wsj_0001-0199.combined.mrg.gz); default ../shared/data/ptb
+# (or $PTB_DIR). Train wsj_0001-0159 (3396 trees), dev wsj_0160-0179 (273), test
+# wsj_0180-0199 (245). Targets are whole tree symbols (`(NP`, `)NP`, `XX`: one piece each).
+# TRAIN_SECONDS (default 3600) bounds the training's wall time; rerunning resumes from the
 # last checkpoint.
-# Dev is decoded greedily on 100 sentences at each evaluation (eval/parse_f1 in TensorBoard);
-# at the end dev and test are decoded with the paper's beam 21 / alpha 0.3 / input + 300
-# (the parsing problems' default) and scored with EVALB's COLLINS.prm rules.
+# Dev is decoded greedily, under the tree constraint, on 100 sentences every 500 steps
+# (eval/parse_f1 in TensorBoard); at the end dev and test are decoded with the paper's
+# beam 21 / alpha 0.3 / input + 300 and the tree constraint (the parsing problems' default)
+# and scored with EVALB's COLLINS.prm rules.
 set -euo pipefail
 OUT=${1:-runs/ptb_sample}
-PTB=${2:-../shared/data/ptb}
-STEPS=${TRAIN_STEPS:-2000}
+PTB=${2:-${PTB_DIR:-../shared/data/ptb}}
+SECONDS_BUDGET=${TRAIN_SECONDS:-3600}
 
 t2t-datagen --problem=ptb_sample --data_dir="$OUT/data" --tmp_dir="$PTB"
 t2t-trainer --problem=ptb_sample --hparams_set=transformer_parsing_tiny --hparams=xla=false \
-  --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" --eval_every=1000 \
+  --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps=1000000 \
+  --train_seconds="$SECONDS_BUDGET" --eval_every=500 --save_checkpoints_steps=500 \
   --eval_decode_lines=100 --eval_decode_hparams="beam_size=1"
 for split in dev test; do
   t2t-decoder --problem=ptb_sample --data_dir="$OUT/data" --output_dir="$OUT/train" \

@@ -96,6 +96,9 @@ class _WordsProblem:
   def decode_postprocessor(self):
     return None
 
+  def decode_constraint(self, decode_hparams, encoders):
+    return None
+
 
 def test_written_lines_with_beams_and_scores(trained):
   model, sources = trained

@@ -63,6 +63,23 @@ def test_crossing_brackets_are_counted_per_test_bracket():
   assert (s.matched, s.gold, s.test, s.crossing) == (1, 3, 2, 1)
 
 
+def test_totals_line_cross_column_is_evalbs_total_crossing():
+  """evalb.c print_total prints TOTAL_crossing there: the crossing test brackets of the valid
+  sentences summed (error and skip sentences add none), not an average or a sentence count."""
+  gold = "(S (A (X w1) (X w2)) (B (X w3) (X w4)))"
+  cross_one = "(S (X w1) (D (X w2) (X w3)) (X w4))"
+  two = "(S (X w1) (D (X w2) (X w3) (X w4)) )"  # D [1,4] crosses A [0,2]: 1.
+  error = "(S (A (X w1) (X w9)) (B (X w3) (X w4)))"  # Words differ: error, not counted.
+  result = evalb.evaluate([gold, gold, gold, gold], [cross_one, two, gold, error])
+  assert [s.crossing for s in result.sentences[:3]] == [1, 1, 0]
+  assert result.sentences[3].status == 1
+  totals = result.report(per_sentence=False).splitlines()[1]
+  fields = totals.split()
+  # recall precision matched gold test CROSS words tags accuracy
+  assert len(fields) == 9 and int(fields[5]) == 2
+  assert result.all.average_crossing == pytest.approx(2 / 3)
+
+
 def test_function_tags_equivalences_and_deleted_labels():
   gold = "(TOP (S (NP-SBJ (PRP He)) (VP (VBD looked) (PRT (RP up)))))"
   test = "(TOP (S=2 (NP (PRP He)) (VP (VBD looked) (ADVP-DIR (RP up)))))"  # ADVP = PRT (EQ_LABEL).

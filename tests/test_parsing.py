@@ -152,3 +152,67 @@ def test_datagen_train_decode_parse_eval(shared_dir, tmp_path):
   assert 0 <= scores["parse_f1"] <= 100 and scores["parse_errors"] == 0
   proc = run("t2t_parse_eval", f"--gold={tmp_path / 'gold'}", f"--test={tmp_path / 'out'}")
   assert f"Bracketing FMeasure       = {scores['parse_f1']:6.2f}" in proc.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def sample_data(tmp_path_factory):
+  """ptb_sample's data written once for the tests below (whole tree symbols, the default)."""
+  from tests.helpers import SHARED
+  if not os.path.isdir(SHARED):
+    pytest.skip("../shared not found")
+  data = tmp_path_factory.mktemp("ptb_data")
+  registry.problem("ptb_sample").generate_data(str(data), ptb_dir(SHARED))
+  return str(data)
+
+
+def test_tree_tokens_are_whole_pieces_of_the_shared_vocabulary(sample_data):
+  from tests.helpers import SHARED
+  problem = registry.problem("ptb_sample")
+  encoder = problem.encoders(sample_data)["targets"]
+  targets = open(problem.text_path(sample_data, "dev", "targets")).read().splitlines()
+  symbols = set(problem.vocab_symbols(ptb_dir(SHARED)))  # Every tree token of train.
+  whole = total = 0
+  for target in targets:
+    for token in target.split():
+      pieces = encoder.encode(token)
+      total += 1
+      if "\u2581" + token in symbols:
+        whole += 1
+        assert len(pieces) == 1 and encoder.decode(pieces) == token
+    assert encoder.decode(encoder.encode(target)) == target
+  assert whole / total > 0.999  # A few dev labels never occur in train (WHADJP).
+
+
+def test_constrained_decoding_needs_no_repair_even_from_an_untrained_model(sample_data):
+  """An untrained model's beams are trees over exactly the source words, greedy and beam."""
+  from t2tlite.decoding.decoder import Decoder
+  from t2tlite.models.transformer import Transformer
+  from tests.helpers import tiny_hparams
+  problem = registry.problem("ptb_sample")
+  encoders = problem.encoders(sample_data)
+  vocab = encoders["targets"].vocab_size
+  model = Transformer(tiny_hparams(xla=False, input_vocab_size=vocab, target_vocab_size=vocab))
+  sources, _ = problem.eval_text("dev", sample_data)
+  sources = sorted(sources, key=len)[:6]
+  for beam in (1, 3):
+    hp = DecodeHParams().override(problem.default_decode_hparams).override(
+        f"beam_size={beam},extra_length=60,return_beams=true")
+    assert hp.constrain_trees
+    decoder = Decoder(model, hp, problem.decode_constraint(hp, encoders))
+    repairer = problem.decode_postprocessor()
+    nbest = decoder.decode_nbest([encoders["inputs"].encode(s) for s in sources])
+    for source, beams in zip(sources, nbest):
+      for target in (encoders["targets"].decode(ids) for ids, _ in beams):
+        tokens = target.split()
+        assert tokens.count(linearize.POS_TOKEN) == len(source.split())
+        tree = linearize.delinearize(target, source.split(), linearize.Repairs())
+        assert trees.read_tree(tree.to_string()).words() == source.split()
+        repairer(source, target)
+    assert repairer.repairs["repaired_sentences"] == 0, repairer.summary()
+    assert repairer.repairs["sentences"] == len(sources) * beam
+
+
+def test_unconstrained_decoding_stays_available():
+  problem = registry.problem("ptb_sample")
+  hp = DecodeHParams().override(problem.default_decode_hparams).override("constrain_trees=false")
+  assert problem.decode_constraint(hp, {}) is None

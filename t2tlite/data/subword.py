@@ -26,6 +26,7 @@ from t2tlite.data import text_encoder
 from t2tlite.errors import UserError
 
 VOCAB_TYPES = ("bpe", "unigram")
+WORD_BOUNDARY = "\u2581"  # sentencepiece's mark for the space before a piece.
 
 
 class VocabularyError(UserError):
@@ -34,12 +35,17 @@ class VocabularyError(UserError):
 
 def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
                      vocab_type: str = "bpe", sample_size: int = 1_000_000,
-                     seed: int = 1) -> "SubwordEncoder":
+                     seed: int = 1, user_defined_symbols: Sequence[str] = ()) -> "SubwordEncoder":
   """Learns a vocabulary of exactly `vocab_size` pieces from `sentences`; writes `model_path`.
 
   `sample_size` sentences are drawn uniformly (by sentencepiece's reservoir
   sampler, seeded) from the stream, which may be far longer. The file appears
   only when complete (written beside it, then renamed).
+
+  `user_defined_symbols` become pieces of their own, never split and never
+  merged with their neighbours (a parser's `(NP`, `)NP`, `XX`). Written as
+  `WORD_BOUNDARY + token`, a space-separated token is one piece, not a bare
+  boundary piece followed by the symbol.
   """
   import sentencepiece as spm  # Only datagen learns vocabularies.
 
@@ -56,7 +62,8 @@ def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
         normalization_rule_name="identity", remove_extra_whitespaces=False,
         byte_fallback=True, character_coverage=1.0, input_sentence_size=sample_size,
         shuffle_input_sentence=True, num_threads=os.cpu_count() or 1,
-        max_sentence_length=16384, minloglevel=2)
+        max_sentence_length=16384, minloglevel=2,
+        user_defined_symbols=list(user_defined_symbols))
   except RuntimeError as e:
     raise VocabularyError(f"{model_path}: sentencepiece could not learn {vocab_size} pieces: "
                           f"{str(e).splitlines()[-1]}") from None
@@ -131,7 +138,8 @@ class SubwordEncoder(text_encoder.TextEncoder):
 
 
 def load_or_train(model_path: str, vocab_size: int, sentences_fn, vocab_type: str = "bpe",
-                  sample_size: int = 1_000_000) -> SubwordEncoder:
+                  sample_size: int = 1_000_000,
+                  user_defined_symbols_fn=None) -> SubwordEncoder:
   """The vocabulary at `model_path`, learned first if absent; never silently replaced.
 
   An existing file is reused only if it has the requested size (within 1%,
@@ -148,4 +156,6 @@ def load_or_train(model_path: str, vocab_size: int, sentences_fn, vocab_type: st
     return encoder
   logging.info("vocabulary: learning %d %s pieces from up to %d sentences -> %s",
                vocab_size, vocab_type, sample_size, model_path)
-  return train_vocabulary(sentences_fn(), model_path, vocab_size, vocab_type, sample_size)
+  symbols = user_defined_symbols_fn() if user_defined_symbols_fn else ()
+  return train_vocabulary(sentences_fn(), model_path, vocab_size, vocab_type, sample_size,
+                          user_defined_symbols=symbols)

@@ -19,9 +19,11 @@ class DecodeHParams:
   nbest: int = 0  # Write the N best beams (<= beam_size) like return_beams; 0: only the best.
   write_beam_scores: bool = False  # After each written hypothesis, a tab and its score (log P / lp).
   use_cache: bool = True  # Incremental key/value cache; false recomputes the decoder each step (reference/baseline).
+  constrain_trees: bool = False  # Parsing: only tokens that keep the output a well-formed tree over the source words (tree_constraint.py).
+  tree_max_depth: int = 64  # With constrain_trees: most constituents open at once (the sample's trees reach 27).
 
   def __post_init__(self):
-    for name in ("beam_size", "batch_size", "length_multiple"):
+    for name in ("beam_size", "batch_size", "length_multiple", "tree_max_depth"):
       if getattr(self, name) < 1:
         raise overrides.OverrideError(f"--decode_hparams: {name}={getattr(self, name)} must be >= 1")
     if self.nbest > self.beam_size:

@@ -22,9 +22,11 @@ from t2tlite.decoding.decode_hparams import DecodeHParams
 class Decoder:
   """Turns source id lists into target id lists with beam or greedy search."""
 
-  def __init__(self, model, decode_hparams: DecodeHParams = DecodeHParams()):
+  def __init__(self, model, decode_hparams: DecodeHParams = DecodeHParams(), constraint=None):
     self.model = model
     self.hparams = decode_hparams
+    # A token constraint (search.py), e.g. tree_constraint.TreeConstraint for parsing.
+    self.constraint = constraint
     if decode_hparams.use_cache:
       self._initial_state, self._step = model.initial_decode_state, model.decode_step
       self._reorder = model.reorder_decode_state
@@ -51,14 +53,19 @@ class Decoder:
     state, context = self._initial_state(memory, memory_mask, decode_length + 1)
     max_lengths = source_lengths + hp.extra_length
     start = tf.fill(tf.shape(source_lengths), PAD_ID)
+    constrained = {}
+    if self.constraint is not None:
+      constrained = dict(constraint=self.constraint,
+                         constraint_state=self.constraint.initial_state(inputs, max_lengths))
     if hp.beam_size == 1:
       step_fn = lambda ids, step, st: self._step(ids, step, st, context)
-      return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID)
+      return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID,
+                                  **constrained)
     if not hp.use_cache:  # The cached step reads its per-sentence context once per sentence.
       context = search.tile_to_beams(context, hp.beam_size)
     step_fn = lambda ids, step, st: self._step(ids, step, st, context)
     return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
-                              decode_length, EOS_ID, reorder_state=self._reorder)
+                              decode_length, EOS_ID, reorder_state=self._reorder, **constrained)
 
   @property
   def max_input_length(self) -> int:

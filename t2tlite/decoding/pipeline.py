@@ -48,8 +48,10 @@ class DecodePipeline:
   def __init__(self, problem, model, decode_hparams: DecodeHParams = DecodeHParams(),
                data_dir: Optional[str] = None, encoders: Optional[dict] = None):
     self.problem = problem
-    self.decoder = Decoder(model, decode_hparams)
     self.encoders = encoders or problem.encoders(data_dir)
+    # Parsing constrains the search to well-formed trees (None for other problems).
+    self.decoder = Decoder(model, decode_hparams,
+                           problem.decode_constraint(decode_hparams, self.encoders))
 
   @property
   def hparams(self) -> DecodeHParams:

@@ -37,6 +37,15 @@ Beam search follows tensor2tensor (Vaswani et al. 2017, Section 6.1; Wu et al.
   candidates, so its results are frozen while the rest of the batch decodes, and
   the loop ends as soon as every sentence is done.
 
+A token constraint (`constraint`, e.g. `tree_constraint.TreeConstraint`)
+restricts which tokens a hypothesis may take next: an object with
+`mask(state) -> bool [rows, vocab]` and `update(state, tokens [rows]) -> state`,
+whose initial state [batch, ...] the caller passes as `constraint_state`. The
+search tiles that state to the beams, reorders it with the surviving beams and
+updates it with each chosen token, inside the loop. Disallowed tokens are
+invalid candidates; allowed ones keep the model's log-probs (no renormalisation,
+as with the forced EOS).
+
 Empty slots (which only arise when fewer than `beam` distinct sequences exist)
 and impossible candidates are tracked with explicit boolean masks rather than
 with magic scores; -inf only appears as a sort key for top_k, never in
@@ -178,6 +187,7 @@ class _BeamState(typing.NamedTuple):
   alive_log_probs: tf.Tensor   # float32 [batch, beam]: log P(prefix); NEG_INF where invalid.
   alive_valid: tf.Tensor       # bool [batch, beam]
   model_state: typing.Any      # nested tensors [batch * beam, ...]
+  constraint_state: typing.Any  # nested tensors [batch * beam, ...]; () without a constraint.
   finished_seq: tf.Tensor      # int32 [batch, beam, decode_length + 2]
   finished_scores: tf.Tensor   # float32 [batch, beam]: normalized; NEG_INF where invalid.
   finished_lengths: tf.Tensor  # int32 [batch, beam]: |Y| including EOS.
@@ -185,7 +195,8 @@ class _BeamState(typing.NamedTuple):
   done: tf.Tensor              # bool [batch]: no better finished hypothesis can appear.
 
 
-def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length):
+def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
+                        constraint_state=()):
   """Loop variables before the first step: one valid alive beam per sentence."""
   batch = _shape_list(initial_ids)[0]
   width = decode_length + 2
@@ -200,6 +211,7 @@ def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length):
       alive_log_probs=tf.where(alive_valid, 0.0, NEG_INF),
       alive_valid=alive_valid,
       model_state=tile_to_beams(initial_state, beam_size),
+      constraint_state=tile_to_beams(constraint_state, beam_size),
       finished_seq=tf.zeros([batch, beam_size, width], tf.int32),
       finished_scores=tf.fill([batch, beam_size], NEG_INF),
       finished_lengths=tf.zeros([batch, beam_size], tf.int32),
@@ -254,7 +266,8 @@ def gather_rows(state, rows):
 
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alpha,
-                max_lengths, decode_length, eos_id=1, reorder_state=gather_rows):
+                max_lengths, decode_length, eos_id=1, reorder_state=gather_rows,
+                constraint=None, constraint_state=()):
   """Batched beam search with GNMT length penalty and exact early stopping.
 
   Args:
@@ -276,12 +289,16 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
       the surviving hypotheses, row i continuing row parent_rows[i]. The
       default gathers every tensor; a model can move less (see
       `Transformer.reorder_decode_state`).
+    constraint: None, or a token constraint (module docstring) whose
+      `mask`/`update` see rows [batch * beam].
+    constraint_state: its initial state, nested tensors [batch, ...].
   Returns:
     SearchResult with ids [batch, beam_size, decode_length + 1], the best
     `beam_size` finished hypotheses per sentence sorted by normalized score.
   """
   max_lengths = _clamped_max_lengths(max_lengths, decode_length)
-  initial = _initial_beam_state(initial_ids, initial_state, beam_size, decode_length)
+  initial = _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
+                                constraint_state if constraint is not None else ())
   batch = _shape_list(initial.alive_seq)[0]
 
   def body(s):
@@ -290,6 +307,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     log_probs = _split_beams(_log_probs(logits), batch, beam_size)  # [batch, beam, vocab]
     vocab = _vocab_size(log_probs)
     cand_log_probs, cand_valid = _candidate_log_probs(s, log_probs, max_lengths, eos_id)
+    if constraint is not None:
+      allowed = _split_beams(constraint.mask(s.constraint_state), batch, beam_size)
+      cand_valid = cand_valid & allowed
+      cand_log_probs = tf.where(allowed, cand_log_probs, NEG_INF)
     flat_log_probs = tf.reshape(cand_log_probs, [batch, -1])  # [batch, beam * vocab]
     flat_valid = tf.reshape(cand_valid, [batch, -1])
 
@@ -304,10 +325,14 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     # Alive: the best `beam` extensions that do not end in EOS.
     alive_valid_top = top_valid & ~top_eos
     keep = _top_k_indices(top_log_probs, alive_valid_top, beam_size)  # [batch, beam]
-    alive_seq, alive_log_probs, alive_valid, alive_parent = _gather_beams(
-        (top_seq, top_log_probs, alive_valid_top, top_parent), keep)
+    alive_seq, alive_log_probs, alive_valid, alive_parent, alive_token = _gather_beams(
+        (top_seq, top_log_probs, alive_valid_top, top_parent, top_token), keep)
     parent_rows = _merge_beams(alive_parent + tf.range(batch)[:, tf.newaxis] * beam_size)
     model_state = reorder_state(new_model_state, parent_rows)
+    constraint_state = s.constraint_state
+    if constraint is not None:
+      constraint_state = constraint.update(gather_rows(constraint_state, parent_rows),
+                                           _merge_beams(alive_token))
 
     # Finished: the previous set and the new EOS extensions, best `beam` kept.
     new_length = s.step + 1
@@ -326,6 +351,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
         alive_log_probs=tf.where(alive_valid, alive_log_probs, NEG_INF),
         alive_valid=alive_valid,
         model_state=model_state,
+        constraint_state=constraint_state,
         finished_seq=finished_seq,
         finished_scores=tf.where(finished_valid, finished_scores, NEG_INF),
         finished_lengths=finished_lengths,
@@ -353,14 +379,16 @@ class _GreedyState(typing.NamedTuple):
   lengths: tf.Tensor       # int32 [batch]: tokens generated up to and including EOS.
   finished: tf.Tensor      # bool [batch]
   model_state: typing.Any  # nested tensors [batch, ...]
+  constraint_state: typing.Any  # nested tensors [batch, ...]; () without a constraint.
 
 
 def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
-                  max_lengths, decode_length, eos_id=1):
+                  max_lengths, decode_length, eos_id=1, constraint=None, constraint_state=()):
   """Batched argmax decoding; EOS forced after max_lengths[b] tokens.
 
   Args: as `beam_search` with beam 1 (ids, logits and state have leading dim
-    batch); after a sentence's EOS it is fed pad (0) and its score frozen.
+    batch); after a sentence's EOS it is fed pad (0) and its score frozen. With a
+    `constraint`, the argmax is over the allowed tokens.
   Returns:
     SearchResult with beam = 1; scores are unnormalized log P(Y|X).
   """
@@ -374,23 +402,31 @@ def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
       log_probs=tf.zeros([batch], tf.float32),
       lengths=tf.zeros([batch], tf.int32),
       finished=tf.zeros([batch], tf.bool),
-      model_state=initial_state)
+      model_state=initial_state,
+      constraint_state=constraint_state if constraint is not None else ())
 
   def body(s):
     ids = tf.gather(s.seq, s.step, axis=1)  # [batch]
     logits, model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
     log_probs = _log_probs(logits)  # [batch, vocab]
-    best = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+    keys = log_probs
+    if constraint is not None:
+      keys = tf.where(constraint.mask(s.constraint_state), log_probs, _SORT_MIN)
+    best = tf.argmax(keys, axis=-1, output_type=tf.int32)
     token = tf.where(s.step >= max_lengths, eos_id, best)
     token_log_prob = tf.gather(log_probs, token, batch_dims=1)
     token = tf.where(s.finished, 0, token)
+    constraint_state = s.constraint_state
+    if constraint is not None:
+      constraint_state = constraint.update(constraint_state, token)
     s = _GreedyState(
         step=s.step + 1,
         seq=_write_position(s.seq, s.step + 1, token),
         log_probs=s.log_probs + tf.where(s.finished, 0.0, token_log_prob),
         lengths=tf.where(s.finished, s.lengths, s.step + 1),
         finished=s.finished | tf.equal(token, eos_id),
-        model_state=model_state)
+        model_state=model_state,
+        constraint_state=constraint_state)
     return (s,)
 
   def cond(s):

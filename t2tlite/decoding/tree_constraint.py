@@ -1,0 +1,186 @@
+"""Constrained decoding for parsing: every finished hypothesis is a well-formed tree.
+
+The parser's target (`t2tlite.data.linearize`) is a tree written depth first
+as whole symbols `(LABEL`, `XX`, `)LABEL`. Unconstrained, a search may emit
+any token anywhere, and the output then needs repair (`linearize.delinearize`).
+`TreeConstraint` is a token constraint for `search.beam_search` and
+`search.greedy_search`: at each step only tokens that keep the prefix
+completable to a valid linearization may be chosen. A valid linearization of a
+sentence of n words is
+
+- one tree: a single top-level constituent (`(L ... )L`), then EOS;
+- exactly n `XX` (one per source word), each inside a constituent;
+- every `)L` closes the innermost open constituent, whose label is L;
+- no empty constituent (a constituent dominates at least one `XX`);
+- no opening bracket once all n `XX` are placed (it could only stay empty);
+- at most `max_depth` constituents open at once;
+- it fits the search's length limit: a token is allowed only if the shortest
+  completion after it (the words left, then one closing bracket per open
+  constituent) still fits before the EOS is forced.
+
+Under these rules every allowed prefix can be completed, so every hypothesis the
+search finishes is such a tree, and since the only token allowed after a
+complete tree is EOS, hypotheses end as soon as their tree is complete.
+
+The per-hypothesis state is a few small tensors (words left, depth, a fixed
+[rows, max_depth] stack of open labels, whether the innermost constituent is
+still empty, tokens left before the forced EOS); the search reorders it with
+the surviving beams like the model's cache, inside the compiled loop.
+
+The constraint API (what the searches call; other constraints, e.g. for
+sampling, implement the same three methods):
+
+- `initial_state(inputs, max_lengths)` -> nested tensors [batch, ...];
+- `mask(state)` -> bool [rows, vocab], the tokens allowed next;
+- `update(state, tokens)` -> the state after appending tokens [rows].
+"""
+
+import typing
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from t2tlite.data import linearize
+
+WORD_BOUNDARY = "\u2581"  # sentencepiece's mark for the space before a piece.
+
+
+class TreeState(typing.NamedTuple):
+  """Per-hypothesis constraint state; every field has leading dim rows."""
+  words_left: tf.Tensor  # int32 [rows]: XX still to place.
+  depth: tf.Tensor       # int32 [rows]: constituents open.
+  stack: tf.Tensor       # int32 [rows, max_depth]: label index of each open constituent.
+  empty: tf.Tensor       # bool [rows]: the innermost open constituent has no word yet.
+  budget: tf.Tensor      # int32 [rows]: tokens that may still come before the EOS.
+
+
+def tree_token(piece: str) -> str:
+  """A vocabulary piece as a tree token: the leading word boundary removed."""
+  return piece[len(WORD_BOUNDARY):] if piece.startswith(WORD_BOUNDARY) else piece
+
+
+class TreeConstraint:
+  """Allows only tokens that keep the prefix a completable tree (module docstring).
+
+  Args:
+    target_pieces: the target vocabulary, piece of each id. Pieces that read
+      `(L` and `)L` (after a leading word boundary, if any) for a label L that
+      has both become brackets; the piece `XX` is the pre-terminal; every other
+      piece is never allowed, except EOS.
+    source_word_starts: bool per source id, true for the pieces that begin a
+      word (the source's word count is the count of such pieces); pad and EOS
+      must be false.
+    eos_id: the EOS id.
+    max_depth: most constituents open at once (the stack's size).
+  """
+
+  def __init__(self, target_pieces: Sequence[str], source_word_starts: Sequence[bool],
+               eos_id: int, max_depth: int):
+    if max_depth < 1:
+      raise ValueError(f"max_depth={max_depth} must be >= 1")
+    tokens = [tree_token(p) for p in target_pieces]
+    opens = {t[1:]: i for i, t in enumerate(tokens)
+             if len(t) > 1 and t[0] == "(" and ")" not in t}
+    closes = {t[1:]: i for i, t in enumerate(tokens)
+              if len(t) > 1 and t[0] == ")" and "(" not in t}
+    self.labels = sorted(set(opens) & set(closes))
+    xx = [i for i, t in enumerate(tokens) if t == linearize.POS_TOKEN]
+    if not self.labels or not xx:
+      raise ValueError("the target vocabulary has no whole tree symbols (`(L`, `)L`, `XX`); "
+                       "generate the data with the problem option tree_symbols=true")
+    vocab = len(target_pieces)
+    label_of = np.full([vocab], -1, np.int32)
+    is_open = np.zeros([vocab], bool)
+    is_close = np.zeros([vocab], bool)
+    for k, label in enumerate(self.labels):
+      label_of[opens[label]] = label_of[closes[label]] = k
+      is_open[opens[label]] = True
+      is_close[closes[label]] = True
+    is_xx = np.zeros([vocab], bool)
+    is_xx[xx[0]] = True
+    is_eos = np.zeros([vocab], bool)
+    is_eos[eos_id] = True
+    self.vocab_size = vocab
+    self.max_depth = max_depth
+    self.eos_id = eos_id
+    self._label_of = tf.constant(label_of)
+    self._is_open = tf.constant(is_open)
+    self._is_close = tf.constant(is_close)
+    self._is_xx = tf.constant(is_xx)
+    self._is_eos = tf.constant(is_eos)
+    self._word_starts = tf.constant(np.asarray(source_word_starts, bool))
+
+  @classmethod
+  def from_encoders(cls, input_encoder, target_encoder, eos_id: int, max_depth: int,
+                    pad_id: int = 0) -> "TreeConstraint":
+    """From sentencepiece encoders (`subword.SubwordEncoder`): their pieces name the tokens."""
+    def pieces(encoder):
+      processor = encoder.processor
+      return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    source = pieces(input_encoder)
+    starts = [p.startswith(WORD_BOUNDARY) and i not in (pad_id, eos_id)
+              for i, p in enumerate(source)]
+    return cls(pieces(target_encoder), starts, eos_id, max_depth)
+
+  # --- The constraint API ---
+  def initial_state(self, inputs, max_lengths) -> TreeState:
+    """inputs int32 [batch, length] source ids (padded); max_lengths int32 [batch]."""
+    words = tf.reduce_sum(tf.cast(tf.gather(self._word_starts, inputs), tf.int32), axis=1)
+    return self.initial_state_for_words(words, max_lengths)
+
+  def initial_state_for_words(self, num_words, max_lengths) -> TreeState:
+    """The state before the first token, from word counts int32 [batch]."""
+    num_words = tf.cast(num_words, tf.int32)
+    rows = tf.shape(num_words)[0]
+    return TreeState(
+        words_left=num_words,
+        depth=tf.zeros([rows], tf.int32),
+        stack=tf.zeros([rows, self.max_depth], tf.int32),
+        empty=tf.zeros([rows], tf.bool),
+        budget=tf.cast(max_lengths, tf.int32))
+
+  def mask(self, state: TreeState):
+    """bool [rows, vocab]: the tokens that keep each prefix completable."""
+    w, d, budget = state.words_left, state.depth, state.budget
+    # Shortest completion after each kind of token: the words left, then a close per open
+    # constituent; it must fit in the tokens left after this one.
+    can_open = (w > 0) & (d < self.max_depth) & (w + d + 1 <= budget - 1)
+    can_xx = (w > 0) & (d > 0) & (w - 1 + d <= budget - 1)
+    innermost = tf.gather(state.stack, tf.maximum(d - 1, 0), batch_dims=1)  # [rows]
+    can_close = ((d > 0) & ~state.empty & ((d > 1) | (w == 0))
+                 & (w + d - 1 <= budget - 1))
+    can_eos = (d == 0) & (w == 0)
+    close_ok = (self._is_close[tf.newaxis] & can_close[:, tf.newaxis]
+                & tf.equal(self._label_of[tf.newaxis], innermost[:, tf.newaxis]))
+    return ((self._is_open[tf.newaxis] & can_open[:, tf.newaxis])
+            | (self._is_xx[tf.newaxis] & can_xx[:, tf.newaxis])
+            | close_ok
+            | (self._is_eos[tf.newaxis] & can_eos[:, tf.newaxis]))
+
+  def update(self, state: TreeState, tokens) -> TreeState:
+    """The state after appending tokens int32 [rows] (clipped, so any token is safe)."""
+    tokens = tf.cast(tokens, tf.int32)
+    opened = tf.gather(self._is_open, tokens)
+    closed = tf.gather(self._is_close, tokens) & (state.depth > 0)
+    word = tf.gather(self._is_xx, tokens)
+    label = tf.gather(self._label_of, tokens)
+    slot = tf.minimum(state.depth, self.max_depth - 1)
+    at_slot = tf.equal(tf.range(self.max_depth)[tf.newaxis], slot[:, tf.newaxis])
+    stack = tf.where(at_slot & opened[:, tf.newaxis], label[:, tf.newaxis], state.stack)
+    depth = state.depth + tf.cast(opened, tf.int32) - tf.cast(closed, tf.int32)
+    return TreeState(
+        words_left=state.words_left - tf.cast(word, tf.int32),
+        depth=tf.clip_by_value(depth, 0, self.max_depth),
+        stack=stack,
+        empty=tf.where(opened, True, tf.where(word | closed, False, state.empty)),
+        budget=state.budget - 1)
+
+
+def make_tree_constraint(decode_hparams, input_encoder, target_encoder,
+                         eos_id: int) -> Optional[TreeConstraint]:
+  """The constraint `decode_hparams` asks for (`constrain_trees`), or None."""
+  if not getattr(decode_hparams, "constrain_trees", False):
+    return None
+  return TreeConstraint.from_encoders(input_encoder, target_encoder, eos_id,
+                                      decode_hparams.tree_max_depth)

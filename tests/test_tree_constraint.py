@@ -1,0 +1,233 @@
+"""The tree constraint against brute force on a toy grammar, and on real parsing data.
+
+Truth is an independent validity check (`valid_tree`, a plain parse of the token
+list) applied to every token sequence of a toy vocabulary up to the length
+limit: the valid trees. From them, the tokens allowed after any prefix (those
+that start some valid completion) and the best tree under a fake model with
+fixed log-probabilities. The constrained searches must reproduce both.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2tlite.decoding import search
+from t2tlite.decoding.tree_constraint import TreeConstraint
+
+# Toy vocabulary: pad, EOS, brackets for labels A and B, XX, a word piece and an opening
+# bracket without a closing one (neither may ever be chosen).
+PIECES = ["<pad>", "</s>", "\u2581(A", "\u2581(B", "\u2581)A", "\u2581)B", "\u2581XX",
+          "\u2581word", "\u2581(C"]
+EOS = 1
+TREE_IDS = [2, 3, 4, 5, 6, 7, 8]
+TOKEN = {i: p[1:] for i, p in enumerate(PIECES)}
+
+
+def valid_tree(ids, n_words, max_depth):
+  """Is `ids` (no EOS) one well-formed tree with n_words XX, depth <= max_depth, no empty constituent?"""
+  stack, filled, words, roots = [], [], 0, 0
+  for i in ids:
+    t = TOKEN[i]
+    if t in ("(A", "(B"):
+      if not stack:
+        roots += 1
+      stack.append(t[1:])
+      filled.append(False)
+      if len(stack) > max_depth:
+        return False
+    elif t in (")A", ")B"):
+      if not stack or stack[-1] != t[1:] or not filled[-1]:
+        return False
+      stack.pop()
+      filled.pop()
+      if filled:
+        filled[-1] = True
+    elif t == "XX":
+      if not stack:
+        return False
+      words += 1
+      filled[-1] = True
+    else:
+      return False
+  return not stack and roots == 1 and words == n_words
+
+
+def all_valid_trees(n_words, max_depth, max_length):
+  """Every valid tree of at most max_length tokens, by depth-first enumeration.
+
+  Prefixes are cut only when no extension can repair them (a close with
+  nothing or another label open, too deep, too many words, anything after
+  the root closed); validity itself is `valid_tree`'s.
+  """
+  out = []
+
+  def extend(prefix, stack, words, closed_root):
+    if valid_tree(prefix, n_words, max_depth):
+      out.append(tuple(prefix))
+    if len(prefix) == max_length:
+      return
+    for i in TREE_IDS:
+      t = TOKEN[i]
+      if closed_root or (t.startswith(")") and (not stack or stack[-1] != t[1:])):
+        continue
+      if t.startswith("(") and len(stack) == max_depth:
+        continue
+      if t == "XX" and words == n_words:
+        continue
+      new_stack = stack + [t[1:]] if t.startswith("(") else (
+          stack[:-1] if t.startswith(")") else stack)
+      extend(prefix + [i], new_stack, words + (t == "XX"),
+             t.startswith(")") and not new_stack)
+
+  extend([], [], 0, False)
+  return out
+
+
+def allowed_after(prefix, valid):
+  """Brute-force allowed set: tokens that start a valid completion of prefix (EOS if complete)."""
+  n = len(prefix)
+  allowed = {v[n] for v in valid if len(v) > n and v[:n] == prefix}
+  if prefix in valid:
+    allowed.add(EOS)
+  return allowed
+
+
+def constraint(max_depth):
+  starts = [False, False] + [True] * (len(PIECES) - 2)
+  return TreeConstraint(PIECES, starts, EOS, max_depth)
+
+
+def state_after(c, prefix, n_words, max_length):
+  state = c.initial_state_for_words(tf.constant([n_words]), tf.constant([max_length]))
+  for token in prefix:
+    state = c.update(state, tf.constant([token]))
+  return state
+
+
+CASES = [(1, 2, 8), (2, 2, 10), (2, 3, 9), (3, 2, 11), (2, 2, 5), (3, 3, 6)]  # words, depth, length
+
+
+@pytest.mark.parametrize("n_words,max_depth,max_length", CASES)
+def test_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completion(
+    n_words, max_depth, max_length):
+  valid = set(all_valid_trees(n_words, max_depth, max_length))
+  assert valid, "the toy case must have trees"
+  assert all(v.count(6) == n_words for v in valid)
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  c = constraint(max_depth)
+  for prefix in sorted(prefixes):
+    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
+    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+
+
+def test_the_toy_grammar_has_the_trees_counted_by_hand():
+  # One word, depth 2: (L XX )L for 2 labels, and (L (M XX )M )L for 4 label pairs.
+  assert len(all_valid_trees(1, 2, 8)) == 2 + 4
+  assert len(all_valid_trees(1, 1, 8)) == 2
+  assert all_valid_trees(1, 2, 2) == []
+
+
+def fake_model(vocab, length, seed):
+  """symbols_to_logits_fn with fixed logits per (position, previous token), and its log P."""
+  table = np.random.RandomState(seed).normal(0, 2, [length + 2, vocab, vocab]).astype(np.float32)
+  log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))
+
+  def step(ids, step, state):
+    return tf.gather(tf.constant(table)[step], ids), state
+
+  def score(seq, alpha):  # seq ends in EOS; the start symbol is pad (0).
+    prev = [0] + list(seq[:-1])
+    total = sum(float(log_probs[k, p, t]) for k, (p, t) in enumerate(zip(prev, seq)))
+    return total / ((5.0 + len(seq)) / 6.0) ** alpha
+
+  return step, score
+
+
+@pytest.mark.parametrize("n_words,max_depth,max_length,alpha",
+                         [(1, 2, 8, 0.0), (2, 2, 10, 0.3), (2, 3, 9, 1.0), (3, 2, 11, 0.3),
+                          (2, 2, 5, 0.3), (3, 3, 6, 0.6)])
+def test_constrained_beam_search_returns_the_best_valid_trees(n_words, max_depth, max_length,
+                                                               alpha):
+  valid = all_valid_trees(n_words, max_depth, max_length)
+  step, score = fake_model(len(PIECES), max_length, seed=n_words * 10 + max_depth + max_length)
+  truth = sorted(((score(v + (EOS,), alpha), v) for v in valid), reverse=True)
+  beam = max(sum(1 for v in {w[:k] for w in valid} if len(v) == k)
+             for k in range(max_length + 1))  # Wide enough to be exact.
+  c = constraint(max_depth)
+  start = tf.zeros([1], tf.int32)
+  max_lengths = tf.constant([max_length])
+  result = search.beam_search(
+      step, start, {}, beam, alpha, max_lengths, max_length, EOS,
+      constraint=c, constraint_state=c.initial_state_for_words(tf.constant([n_words]),
+                                                               max_lengths))
+  got = []
+  for k in range(beam):
+    if result.scores[0, k] > search.NEG_INF / 2:
+      ids = list(result.ids[0, k].numpy())
+      got.append((float(result.scores[0, k]), tuple(ids[:ids.index(EOS)])))
+  assert got[0][1] == truth[0][1]
+  kept = min(beam, len(truth))
+  assert [g[1] for g in got] == [t[1] for t in truth[:kept]]
+  assert np.allclose([g[0] for g in got], [t[0] for t in truth[:kept]], atol=1e-4)
+
+
+@pytest.mark.parametrize("n_words,max_depth,max_length", CASES)
+def test_constrained_greedy_search_takes_the_best_allowed_token_each_step(
+    n_words, max_depth, max_length):
+  valid = set(all_valid_trees(n_words, max_depth, max_length))
+  step, _ = fake_model(len(PIECES), max_length, seed=7 + n_words)
+  prefix = ()
+  while True:  # Brute-force greedy: argmax of the model over the brute-force allowed set.
+    logits = step(tf.constant([prefix[-1] if prefix else 0]), len(prefix), {})[0].numpy()[0]
+    token = max(allowed_after(prefix, valid), key=lambda t: logits[t])
+    if token == EOS:
+      break
+    prefix += (token,)
+  c = constraint(max_depth)
+  max_lengths = tf.constant([max_length])
+  result = search.greedy_search(
+      step, tf.zeros([1], tf.int32), {}, max_lengths, max_length, EOS, constraint=c,
+      constraint_state=c.initial_state_for_words(tf.constant([n_words]), max_lengths))
+  ids = list(result.ids[0, 0].numpy())
+  assert tuple(ids[:ids.index(EOS)]) == prefix
+  assert prefix in valid
+
+
+def test_constrained_beam_search_compiles_with_xla_and_matches_eager():
+  n_words, max_depth, max_length = 2, 2, 10
+  step, _ = fake_model(len(PIECES), max_length, seed=3)
+  c = constraint(max_depth)
+
+  def run(num_words):
+    max_lengths = tf.fill(tf.shape(num_words), max_length)
+    return search.beam_search(step, tf.zeros_like(num_words), {}, 4, 0.3, max_lengths,
+                              max_length, EOS, constraint=c,
+                              constraint_state=c.initial_state_for_words(num_words, max_lengths))
+
+  words = tf.constant([n_words, 1, 3], tf.int32)
+  eager = run(words)
+  compiled = tf.function(run, jit_compile=True)(words)
+  np.testing.assert_array_equal(eager.ids.numpy(), compiled.ids.numpy())
+  for b, n in enumerate([2, 1, 3]):
+    for k in range(4):
+      ids = list(eager.ids[b, k].numpy())
+      assert valid_tree(ids[:ids.index(EOS)], n, max_depth)
+
+
+def test_source_words_are_counted_from_word_initial_pieces():
+  # Source ids: 7 = "\u2581word" starts a word; a continuation piece would not.
+  pieces = PIECES + ["ing"]
+  starts = [p.startswith("\u2581") for p in pieces]
+  starts[0] = starts[1] = False
+  c = TreeConstraint(pieces, starts, EOS, 4)
+  inputs = tf.constant([[7, 9, 7, 1, 0], [7, 1, 0, 0, 0]])
+  state = c.initial_state(inputs, tf.constant([20, 20]))
+  assert list(state.words_left.numpy()) == [2, 1]
+
+
+def test_a_vocabulary_without_tree_symbols_is_refused():
+  with pytest.raises(ValueError, match="tree_symbols"):
+    TreeConstraint(["<pad>", "</s>", "\u2581(", "NP", "\u2581)"], [False] * 5, EOS, 4)
