@@ -14,30 +14,13 @@ interruption and it resumes from the last checkpoint in --output_dir.
 from absl import flags
 
 from t2tlite import cli, registry
-from t2tlite.training.trainer import TrainOptions
+from t2tlite.training import options as options_lib
 
 FLAGS = flags.FLAGS
 cli.define_registry_flags()
 flags.DEFINE_string("output_dir", None, "Checkpoints, hparams.json and TensorBoard events.")
-flags.DEFINE_integer("train_steps", 100000, "Total optimizer updates (paper base: 100k).")
-flags.DEFINE_integer("train_seconds", 0, "Also stop once training has taken this many seconds of "
-                     "wall time, resumes included (0: no limit); the last step is checkpointed.")
-flags.DEFINE_integer("eval_every", 1000, "Evaluate on dev every N steps (0: at the end only).")
-flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0: all of dev).")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
-flags.DEFINE_integer("save_checkpoints_secs", 600, "...or every N seconds (paper: 10 minutes).")
-flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.")
-flags.DEFINE_integer("average_last_n", 0, "Average the last N checkpoints into "
-                     "<output_dir>/averaged/ at the end of training (0: off; paper: 5 base, "
-                     "20 big).")
-flags.DEFINE_bool("eval_decode", True, "At each evaluation also decode dev for real (beam "
-                  "search) and log BLEU / exact match to TensorBoard.")
-flags.DEFINE_integer("eval_decode_lines", 0, "Dev sentences decoded per evaluation (0: all).")
-flags.DEFINE_string("eval_decode_hparams", "", "--decode_hparams for the dev decodes.")
-flags.DEFINE_integer("log_every", 100, "Steps between progress lines and summaries.")
-flags.DEFINE_bool("overwrite_run", False, "Start over in an --output_dir that holds a run: its "
-                  "files are moved into <output_dir>/previous-N/, not deleted.")
-flags.DEFINE_integer("random_seed", 1, "Seed for initialisation, dropout and shuffling.")
+options_lib.define_flags()  # --train_steps, --eval_every, ...: defined once, with TrainOptions.
+flags.adopt_module_key_flags(options_lib)  # --help lists them as this command's.
 flags.DEFINE_bool("describe", False, "Build the model without data, print its summary and "
                   "parameter count, and exit.")
 flags.DEFINE_integer("vocab_size", None, "Vocabulary size for --describe (default: the "
@@ -59,19 +42,7 @@ def main(argv):
   if FLAGS.describe:
     return describe(hparams)
   problem = registry.problem(cli.require("problem"))
-  if FLAGS.train_seconds < 0:
-    raise cli.UsageError(f"--train_seconds={FLAGS.train_seconds}: use 0 (no limit) or N >= 1")
-  if FLAGS.average_last_n < 0:
-    raise cli.UsageError(f"--average_last_n={FLAGS.average_last_n}: use 0 (off) or N >= 1")
-  options = TrainOptions(
-      train_steps=FLAGS.train_steps, eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps,
-      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-      save_checkpoints_secs=FLAGS.save_checkpoints_secs,
-      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_every,
-      random_seed=FLAGS.random_seed, average_last_n=FLAGS.average_last_n,
-      eval_decode=FLAGS.eval_decode, eval_decode_lines=FLAGS.eval_decode_lines,
-      eval_decode_hparams=FLAGS.eval_decode_hparams, train_seconds=FLAGS.train_seconds,
-      overwrite_run=FLAGS.overwrite_run)
+  options = options_lib.from_flags()  # Checked in one place: TrainOptions.
   output_dir = cli.require("output_dir")
   from t2tlite.training import distribution  # TensorFlow loads after flag errors.
   strategy = distribution.make_strategy(  # Before any TensorFlow op runs.

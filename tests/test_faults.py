@@ -25,7 +25,8 @@ from t2tlite import errors, files, registry
 from t2tlite.data import shard_manifest
 from t2tlite.training import (checkpoint_manifest, resume, run_dir, run_identity, run_lock,
                               trainer as trainer_lib)
-from t2tlite.training.trainer import Trainer, TrainOptions
+from t2tlite.training.options import TrainOptions, TrainOptionsError
+from t2tlite.training.trainer import Trainer
 from tests.test_cli import command, one_line_error, run
 
 FAST = dict(d_model=32, d_ff=64, num_heads=4, batch_size=256, length_bucket_step=2.0,
@@ -194,7 +195,7 @@ def test_resuming_with_another_seed_is_refused(run_copy):
 
 
 def test_keep_checkpoint_max_0_is_refused_before_the_run_dir_exists(tmp_path):
-  with pytest.raises(run_dir.RunDirError, match="--keep_checkpoint_max=0: keep at least 1"):
+  with pytest.raises(TrainOptionsError, match="--keep_checkpoint_max=0: must be >= 1"):
     make_trainer(tmp_path / "run", keep_checkpoint_max=0)
   assert not os.path.exists(tmp_path / "run")
 

@@ -10,7 +10,6 @@ and checkpoints. With several workers only the chief writes into the output
 directory, and every worker restores the chief's checkpoint.
 """
 
-import dataclasses
 import json
 import os
 import time
@@ -27,25 +26,7 @@ from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, distr
                               input_pipeline, progress, resume, run_dir, run_identity, run_lock,
                               train_step)
 from t2tlite.training.optimization import make_optimizer
-
-
-@dataclasses.dataclass
-class TrainOptions:
-  """Loop settings that do not change the model (the t2t-trainer flags)."""
-  train_steps: int = 1000  # Stop when the optimizer has made this many updates.
-  eval_every: int = 1000  # Evaluate on dev every N steps (0: only at the end).
-  eval_steps: int = 0  # Dev batches per evaluation (0: the whole dev set).
-  save_checkpoints_steps: int = 1000  # Checkpoint every N steps...
-  save_checkpoints_secs: int = 600  # ...or every N seconds, whichever comes first (paper: 10 min).
-  keep_checkpoint_max: int = 20  # Checkpoints kept (20 covers the big model's averaging).
-  log_every: int = 100  # Steps between progress lines and train summaries.
-  random_seed: int = 1  # Seeds initialisation, dropout and shuffling.
-  eval_decode: bool = True  # At each evaluation also decode dev for real and log BLEU (or exact match).
-  eval_decode_lines: int = 0  # Dev sentences decoded per evaluation (0: all).
-  eval_decode_hparams: str = ""  # --decode_hparams for those decodes (default: the problem's, beam 4).
-  average_last_n: int = 0  # Average the last N checkpoints at the end of training (0: off).
-  train_seconds: int = 0  # Also stop once training has taken this long, resumes included (0: no limit).
-  overwrite_run: bool = False  # Start over in a run directory that holds a run (moved to previous-N/).
+from t2tlite.training.options import TrainOptions
 
 
 class Trainer:
@@ -54,9 +35,6 @@ class Trainer:
   def __init__(self, problem, hparams: HParams, output_dir: str, data_dir: Optional[str] = None,
                options: TrainOptions = TrainOptions(), model_name: str = "transformer",
                strategy: Optional[tf.distribute.Strategy] = None, run_info: Optional[dict] = None):
-    if options.keep_checkpoint_max < 1:  # Before anything is written.
-      raise run_dir.RunDirError(f"--keep_checkpoint_max={options.keep_checkpoint_max}: keep at "
-                                "least 1 checkpoint (training resumes from the last one)")
     input_vocab, target_vocab = problem.vocab_sizes(data_dir)
     self.hparams = hparams.replace(input_vocab_size=input_vocab, target_vocab_size=target_vocab)
     self.problem = problem

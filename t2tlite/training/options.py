@@ -1,0 +1,86 @@
+"""The training loop's settings: one definition for the record and the t2t-trainer flags.
+
+Each field of `TrainOptions` is a t2t-trainer flag: its default and help text
+are written once here, `define_flags` turns the fields into absl flags and
+`from_flags` reads them back, so the command and a library caller of
+`Trainer` get the same defaults (the paper's 100k steps, not a hand-kept
+mirror) and the same checks (`TrainOptions.__post_init__`).
+
+No TensorFlow here: the command validates its flags before TensorFlow loads.
+"""
+
+import dataclasses
+from typing import Any
+
+from t2tlite.errors import UserError
+
+
+class TrainOptionsError(UserError):
+  """A training option out of range; the line names the flag and the value."""
+
+
+def _option(default: Any, help_text: str):
+  """A field that is also a flag: its default and help text, once."""
+  return dataclasses.field(default=default, metadata={"help": help_text})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+  """Loop settings that do not change the model (the t2t-trainer flags)."""
+  train_steps: int = _option(100000, "Total optimizer updates (paper base: 100k).")
+  train_seconds: int = _option(
+      0, "Also stop once training has taken this many seconds of wall time, resumes included "
+      "(0: no limit); the last step is checkpointed.")
+  eval_every: int = _option(1000, "Evaluate on dev every N steps (0: at the end only).")
+  eval_steps: int = _option(0, "Dev batches per evaluation (0: all of dev).")
+  save_checkpoints_steps: int = _option(1000, "Checkpoint every N steps.")
+  save_checkpoints_secs: int = _option(
+      600, "...or every N seconds, whichever comes first (paper: 10 minutes).")
+  keep_checkpoint_max: int = _option(
+      20, "Checkpoints to keep (at least 1: training resumes from the last; 20 covers the big "
+      "model's averaging).")
+  average_last_n: int = _option(
+      0, "Average the last N checkpoints into <output_dir>/averaged/ at the end of training "
+      "(0: off; paper: 5 base, 20 big).")
+  eval_decode: bool = _option(
+      True, "At each evaluation also decode dev for real (beam search) and log BLEU / exact "
+      "match to TensorBoard.")
+  eval_decode_lines: int = _option(0, "Dev sentences decoded per evaluation (0: all).")
+  eval_decode_hparams: str = _option(
+      "", "--decode_hparams for the dev decodes (default: the problem's, beam 4).")
+  log_every: int = _option(100, "Steps between progress lines and summaries.")
+  random_seed: int = _option(1, "Seed for initialisation, dropout and shuffling.")
+  overwrite_run: bool = _option(
+      False, "Start over in an --output_dir that holds a run: its files are moved into "
+      "<output_dir>/previous-N/, not deleted.")
+
+  def __post_init__(self):
+    for name, low in _AT_LEAST.items():
+      value = getattr(self, name)
+      if value < low:
+        meaning = " (0: off)" if low == 0 else ""
+        raise TrainOptionsError(f"--{name}={value}: must be >= {low}{meaning}")
+
+
+# The one place the options' ranges are checked, for the flags and for library callers alike.
+_AT_LEAST = {"train_steps": 0, "train_seconds": 0, "eval_every": 0, "eval_steps": 0,
+             "save_checkpoints_steps": 1, "save_checkpoints_secs": 0, "keep_checkpoint_max": 1,
+             "average_last_n": 0, "eval_decode_lines": 0, "log_every": 1}
+
+
+def define_flags(flag_values=None) -> None:
+  """Defines one absl flag per field, with the field's default and help text."""
+  from absl import flags
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  define = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, str: flags.DEFINE_string}
+  for field in dataclasses.fields(TrainOptions):
+    define[field.type](field.name, field.default, field.metadata["help"],
+                       flag_values=flag_values)
+
+
+def from_flags(flag_values=None) -> TrainOptions:
+  """The options the flags `define_flags` defined hold, validated."""
+  from absl import flags
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  return TrainOptions(**{f.name: getattr(flag_values, f.name)
+                         for f in dataclasses.fields(TrainOptions)})
