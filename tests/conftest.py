@@ -46,7 +46,8 @@ class TinyRun:
 
   trainer: the Trainer after train() (its model holds the final weights; don't train it
   further), metrics: its last evaluation, output_dir: the run directory (copy it before
-  changing it), steps: the steps of its checkpoints.
+  changing it), steps: the steps of its trained checkpoints (ckpt-0, the restart point
+  saved before the first update, is left out: averaging never uses it).
   """
 
   def __init__(self, output_dir):
@@ -54,7 +55,8 @@ class TinyRun:
     self.trainer = tiny_trainer(output_dir, TINY_RUN_STEPS, **self.options())
     self.metrics = self.trainer.train()
     from t2tlite.training import averaging
-    self.steps = [averaging.checkpoint_step(p) for p in self.trainer.manager.checkpoints]
+    steps = [averaging.checkpoint_step(p) for p in self.trainer.manager.checkpoints]
+    self.steps = [s for s in steps if s > 0]
 
   @staticmethod
   def options():
