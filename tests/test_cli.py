@@ -81,7 +81,6 @@ def test_datagen_train_decode_end_to_end(tmp_path):
                      check=False), "line 2 is not valid UTF-8")
 
 
-@pytest.mark.slow
 def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   out = str(tmp_path / "run")
   args = command("t2t-trainer") + [

@@ -123,7 +123,6 @@ def test_datagen_writes_gold_trees_aligned_with_the_sources(shared_dir, tmp_path
       targets[0], sources[0].split()).to_string()
 
 
-@pytest.mark.slow
 def test_datagen_train_decode_parse_eval(shared_dir, tmp_path):
   """The recipe's commands end to end on a 2-layer d_model=32 model: decodes are scored trees."""
   data, out = tmp_path / "data", tmp_path / "train"
