@@ -47,6 +47,7 @@ setup(
             "t2t-bleu=t2tlite.bin.t2t_bleu:run",
             "t2t-plot-curves=t2tlite.bin.t2t_plot_curves:run",
             "t2t-parse-eval=t2tlite.bin.t2t_parse_eval:run",
+            "t2t-exporter=t2tlite.bin.t2t_exporter:run",
         ],
     },
 )

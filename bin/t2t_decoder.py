@@ -8,6 +8,14 @@ r"""t2t-decoder: batch-translate a file (or a problem's split) with a trained mo
 The model is rebuilt from the hparams saved in --output_dir. Without
 --decode_from_file, the problem's --decode_split is decoded and scored.
 Scores go to stdout and to <decode_to_file>.scores.json.
+
+  t2t-decoder --problem=multi30k_ende --data_dir=data --output_dir=runs/m30k \
+      --decode_interactive             # or: --decode_interactive --export_dir=runs/m30k/export
+
+reads standard input line by line and writes each decode (the line
+t2t-decoder would write to a file) as soon as it is ready, until end of input.
+An empty line gives an empty line; a line that is not UTF-8 gives an empty
+line and a one-line error on stderr, and decoding goes on.
 """
 
 import json
@@ -30,34 +38,30 @@ flags.DEFINE_string("decode_to_file", None, "Where to write the decodes, one lin
 flags.DEFINE_string("decode_reference", None, "Reference lines to score the decodes against.")
 flags.DEFINE_string("decode_split", "test", "Split decoded when --decode_from_file is unset.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --decode_to_file.")
+flags.DEFINE_bool("decode_interactive", False, "Decode standard input line by line (a pipe or a "
+                  "terminal), each output written as soon as its line is decoded, until end "
+                  "of input; the model is loaded once.")
+flags.DEFINE_string("export_dir", None, "With --decode_interactive: decode with this t2t-exporter "
+                    "output (a version directory, or the directory of versions: the newest) "
+                    "instead of --output_dir's checkpoint.")
 
 
 def main(argv):
   cli.load_registry_or_exit()
-  from t2tlite.decoding.decode_hparams import DecodeHParams
-  from t2tlite.decoding.pipeline import DecodePipeline
-  from t2tlite.training import run_dir
+  if FLAGS.decode_interactive:
+    return _interactive()
+  if FLAGS.export_dir:
+    raise cli.UsageError("--export_dir decodes only with --decode_interactive")
+  from t2tlite.decoding.loading import load_pipeline
 
   output_dir = cli.require("output_dir")
   problem = registry.problem(cli.require("problem"))
-  from t2tlite.training import run_identity
-  run_info = run_dir.load_run_info(output_dir)
-  saved = run_info.get("hparams_set")
-  if FLAGS.hparams_set and saved and FLAGS.hparams_set != saved:
-    raise cli.UsageError(f"--hparams_set={FLAGS.hparams_set} but {output_dir} was trained "
-                         f"with {saved}")
-  decode_hparams = DecodeHParams().override(problem.default_decode_hparams).override(
-      FLAGS.decode_hparams)
-  # The ids the model was trained on must mean the same words here.
-  run_identity.check_data(output_dir, run_info, run_dir.load_hparams(output_dir), problem,
-                          FLAGS.data_dir)
   sources, references, target = _inputs(problem, output_dir)
   if target != "-" and os.path.exists(target) and not FLAGS.overwrite:
     raise cli.UsageError(f"--decode_to_file={target} exists; pass --overwrite to replace it")
-
-  model, checkpoint = run_dir.load_model(output_dir, FLAGS.checkpoint_path, FLAGS.hparams)
-  logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, decode_hparams)
-  pipeline = DecodePipeline(problem, model, decode_hparams, FLAGS.data_dir)
+  pipeline, checkpoint = load_pipeline(output_dir, problem, FLAGS.data_dir, FLAGS.decode_hparams,
+                                       FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
+  logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, pipeline.hparams)
   reporter = Progress("decoding", len(sources), "lines")
   decoded = pipeline.decode(sources, references, reporter.update)  # Scores the best of each line.
   reporter.finish(len(sources))
@@ -79,6 +83,25 @@ def main(argv):
       json.dump(scores, f, indent=2)
     print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
                    for k, v in scores.items()))
+
+
+def _interactive():
+  """--decode_interactive: one line in, its decode out (flushed), until end of input."""
+  from t2tlite.decoding import interactive
+  if FLAGS.export_dir:
+    translate = interactive.export_translator(FLAGS.export_dir)
+  else:
+    from t2tlite.decoding.loading import load_pipeline
+    pipeline, checkpoint = load_pipeline(
+        cli.require("output_dir"), registry.problem(cli.require("problem")), FLAGS.data_dir,
+        FLAGS.decode_hparams, FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
+    logging.info("decoding standard input with %s (%s)", checkpoint, pipeline.hparams)
+    translate = interactive.pipeline_translator(pipeline)
+  interactive.serve_lines(sys.stdin.buffer, sys.stdout, translate, _line_error)
+
+
+def _line_error(message):
+  print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr, flush=True)
 
 
 def _inputs(problem, output_dir):

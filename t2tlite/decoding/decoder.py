@@ -48,7 +48,10 @@ class Decoder:
     Each sentence may generate source_lengths[b] + extra_length tokens.
     """
     hp = self.hparams
-    decode_length = inputs.shape[1] + hp.extra_length  # Static: the padded length.
+    # Static where the batch's padded width is (files, dev decoding); a tensor in the
+    # exported search, whose width is only known per request (XLA still compiles per shape).
+    width = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
+    decode_length = width + hp.extra_length
     memory, memory_mask = self.model.encode(inputs)
     state, context = self._initial_state(memory, memory_mask, decode_length + 1)
     max_lengths = source_lengths + hp.extra_length

@@ -159,7 +159,7 @@ def _blocked_top_k_indices(keys, k, block):
 
 def _write_position(sequences, position, tokens):
   """Writes tokens [...] at column `position` (int32 scalar) of sequences [..., width]."""
-  width = sequences.shape[-1]
+  width = _shape_list(sequences)[-1]  # Dynamic in an exported search (any source width).
   at_position = tf.equal(tf.range(width), position)
   return tf.where(at_position, tokens[..., tf.newaxis], sequences)
 

@@ -1,0 +1,232 @@
+"""Text-to-text SavedModel export (t2t-exporter) and its loader (t2t-decoder --export_dir).
+
+tensor2tensor exported ids and left the vocabulary to the client; this export
+maps raw source lines to the lines `t2t-decoder` writes. Its `serving_default`
+signature:
+
+  inputs     string  [batch]      raw source lines
+  outputs    string  [batch]      the best hypothesis of each line (nbest=N or
+                                  return_beams: [batch, N], best first)
+  scores     float32 like outputs log P(Y|X) / lp(|Y|) (greedy: log P(Y|X));
+                                  0 for an empty line
+  truncated  bool    [batch]      the line was cut to max_input_length tokens
+
+Around the one compiled search (`Decoder.search_ids`, traced here for any
+batch and width) the graph does what `DecodePipeline` does in Python: encode
+(graph_text.py), cut to `max_input_length`, pad each row with EOS and PAD to a
+multiple of `length_multiple`, decode, cut each hypothesis at its EOS, detokenize,
+postprocess (parsing). The decode hparams are baked in. Empty (or all-blank)
+lines decode to empty lines without running the model on them.
+
+Layout (TF Serving's): `DIR/<version>/saved_model.pb`, `variables/`, `assets/`
+(the vocabulary) and `assets.extra/t2tlite_export.json` (what was exported).
+The version is `10 * step + source`, source 0 for a checkpoint of the run, 1
+for an average (t2t-avg-all's `averaged/`), 2 for a checkpoint elsewhere: the
+average and the plain checkpoint of one step get different versions, and TF
+Serving's "latest" (the highest) prefers later steps, then the average. A
+version is written beside its final name and renamed into place, so a server
+watching DIR never loads half an export; an existing version is replaced only
+when asked.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Optional
+
+import tensorflow as tf
+
+from t2tlite import files
+from t2tlite.constants import EOS_ID, PAD_ID
+from t2tlite.decoding import graph_text
+from t2tlite.errors import UserError
+
+SIGNATURE = "serving_default"
+INFO_FILE = os.path.join("assets.extra", "t2tlite_export.json")
+
+
+class ExportError(UserError):
+  """A bad export directory or an export that would replace one; one line naming it."""
+
+
+class TextToText(tf.Module):
+  """The exported module: `serve(inputs string [batch])` -> outputs, scores, truncated."""
+
+  def __init__(self, pipeline):
+    super().__init__()
+    decoder = pipeline.decoder
+    self.hp = pipeline.hparams
+    # The model's variables, tracked so the SavedModel holds them.
+    self.weights = [_tf_variable(w) for w in decoder.model.weights]
+    self._decoder = decoder  # Not trackable: its search is saved inside `serve` only.
+    self._limit = decoder.max_input_length
+    self.source_text = graph_text.for_encoder(pipeline.encoders["inputs"])
+    target = pipeline.encoders["targets"]
+    self.target_text = (self.source_text if target is pipeline.encoders["inputs"]
+                        else graph_text.for_encoder(target))
+    self._trees = pipeline.problem.decode_postprocessor() is not None
+    if self._trees and not self.hp.constrain_trees:
+      raise ExportError("--decode_hparams constrain_trees=false: the exported parser writes "
+                        "trees in-graph only for the tree constraint's well-formed output; "
+                        "export with constrain_trees=true")
+    self.beams_written = self.hp.beams_written
+    self.per_line = bool(self.hp.return_beams or self.hp.nbest)  # [batch, N] outputs.
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  def serve(self, inputs):
+    hp = self.hp
+    batch = tf.shape(inputs)[0]
+    blank = tf.equal(tf.strings.length(tf.strings.strip(inputs)), 0)
+    ids = self.source_text.encode(tf.where(blank, "", inputs))  # [batch, (tokens)]
+    lengths = tf.cast(ids.row_lengths(), tf.int32)
+    truncated = tf.zeros([batch], tf.bool)
+    if self._limit:
+      truncated = lengths > self._limit
+      ids = ids[:, :self._limit]
+      lengths = tf.minimum(lengths, self._limit)
+    # [batch, width]: tokens, EOS, PAD up to a multiple of length_multiple (as Decoder pads).
+    multiple = hp.length_multiple
+    width = (tf.reduce_max(tf.concat([lengths, [0]], 0)) + 1 + multiple - 1) // multiple * multiple
+    dense = ids.to_tensor(PAD_ID)
+    dense = tf.pad(dense, [[0, 0], [0, width - tf.shape(dense)[1]]], constant_values=PAD_ID)
+    dense = tf.where(tf.range(width)[tf.newaxis] == lengths[:, tf.newaxis], EOS_ID, dense)
+    result = self._decoder.search_ids(dense, lengths)
+    k = self.beams_written
+    hyp_ids = result.ids[:, :k]  # [batch, k, length]
+    scores = result.scores[:, :k]
+    flat = tf.reshape(hyp_ids, [batch * k, -1])
+    texts = self.target_text.decode(graph_text.ids_until_eos(flat))  # [batch * k]
+    if self._trees:
+      texts = graph_text.tree_lines(tf.repeat(inputs, k), texts)
+    texts = tf.reshape(texts, [batch, k])
+    empty = blank[:, tf.newaxis]
+    texts = tf.where(empty, "", texts)
+    scores = tf.where(empty, 0.0, scores)
+    if not self.per_line:
+      texts, scores = texts[:, 0], scores[:, 0]
+    return {"outputs": texts, "scores": scores, "truncated": truncated}
+
+
+def _tf_variable(weight):
+  """The tf.Variable behind a Keras 3 weight (what a SavedModel stores)."""
+  variable = getattr(weight, "_value", weight)
+  if not isinstance(variable, tf.Variable):
+    raise TypeError(f"weight {weight.path} is not backed by a tf.Variable")
+  return variable
+
+
+def export_version(checkpoint_path: str, output_dir: str, step: int) -> int:
+  """`10 * step + source` (module docstring); `step` is the checkpoint's."""
+  from t2tlite.training import averaging
+  where = os.path.dirname(os.path.abspath(checkpoint_path))
+  run = os.path.abspath(output_dir)
+  if where == run:
+    source = 0
+  elif where == os.path.join(run, averaging.AVERAGED_DIR):
+    source = 1
+  else:
+    source = 2
+  return 10 * step + source
+
+
+def check_export_dir(export_dir: str) -> None:
+  """A one-line error unless export_dir is a directory or can become one."""
+  if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+    raise ExportError(f"--export_dir={export_dir}: is a file, not a directory")
+  parent = os.path.dirname(os.path.abspath(export_dir))
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise ExportError(f"--export_dir={export_dir}: {parent} is a file, not a directory")
+
+
+def export(pipeline, checkpoint_path: str, export_dir: str, version: int,
+           overwrite: bool = False, info: Optional[dict] = None) -> str:
+  """Writes the SavedModel of `pipeline` as `export_dir/<version>`; returns that path."""
+  check_export_dir(export_dir)
+  target = os.path.join(export_dir, str(version))
+  if os.path.exists(target) and not overwrite:
+    raise ExportError(f"{target} exists; pass --overwrite to replace it (or --version=N)")
+  os.makedirs(export_dir, exist_ok=True)
+  module = TextToText(pipeline)
+  staging = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=export_dir)
+  try:
+    start = time.perf_counter()
+    signature = module.serve.get_concrete_function()
+    tf.saved_model.save(module, staging, signatures={SIGNATURE: signature},
+                        options=tf.saved_model.SaveOptions(function_aliases={"serve": module.serve}))
+    os.makedirs(os.path.join(staging, "assets.extra"), exist_ok=True)
+    record = dict(info or {}, checkpoint=os.path.abspath(checkpoint_path), version=version,
+                  decode_hparams=_hparams_dict(pipeline.hparams),
+                  max_input_length=pipeline.decoder.max_input_length,
+                  outputs_per_line=module.beams_written if module.per_line else 0,
+                  seconds=round(time.perf_counter() - start, 2))
+    with files.atomic_write(os.path.join(staging, INFO_FILE)) as f:
+      json.dump(record, f, indent=2, sort_keys=True)
+    _replace(staging, target)
+  finally:
+    if os.path.exists(staging):
+      shutil.rmtree(staging, ignore_errors=True)
+  return target
+
+
+def _hparams_dict(hp) -> dict:
+  import dataclasses
+  return dataclasses.asdict(hp)
+
+
+def _replace(staging: str, target: str) -> None:
+  """Renames staging to target; an old target is moved aside first and removed after."""
+  old = None
+  if os.path.exists(target):
+    old = tempfile.mkdtemp(prefix=os.path.basename(target) + ".old-", dir=os.path.dirname(target))
+    os.rename(target, os.path.join(old, "version"))
+  os.rename(staging, target)
+  if old:
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class Exported:
+  """A loaded export: `decode(lines) -> (outputs, scores, truncated)` as Python lists."""
+
+  def __init__(self, path: str):
+    self.path = resolve(path)
+    import tensorflow_text  # noqa: F401 - registers the sentencepiece ops the graph uses.
+    try:
+      loaded = tf.saved_model.load(self.path)
+    except (OSError, tf.errors.OpError, ValueError) as e:
+      raise ExportError(f"--export_dir={path}: not a loadable SavedModel "
+                        f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    self._loaded = loaded  # Keeps the variables alive.
+    self._serve = loaded.signatures[SIGNATURE]
+    info_path = os.path.join(self.path, INFO_FILE)
+    self.info = {}
+    if os.path.exists(info_path):
+      with open(info_path) as f:
+        self.info = json.load(f)
+
+  def decode(self, lines):
+    out = self._serve(inputs=tf.constant(list(lines), tf.string))
+    texts = [_text(row) for row in out["outputs"].numpy()]
+    return texts, out["scores"].numpy().tolist(), out["truncated"].numpy().tolist()
+
+
+def _text(row):
+  if isinstance(row, bytes):
+    return row.decode("utf-8")
+  return [t.decode("utf-8") for t in row]
+
+
+def resolve(path: str) -> str:
+  """A version directory, or the newest version (highest number) of an export directory."""
+  if os.path.exists(os.path.join(path, "saved_model.pb")):
+    return path
+  if not os.path.isdir(path):
+    raise ExportError(f"--export_dir={path}: no such directory")
+  versions = [d for d in os.listdir(path) if d.isdigit()
+              and os.path.exists(os.path.join(path, d, "saved_model.pb"))]
+  if not versions:
+    raise ExportError(f"--export_dir={path}: no saved_model.pb in it or in a version directory")
+  return os.path.join(path, max(versions, key=int))

@@ -1,0 +1,136 @@
+"""A problem's text <-> ids inside a TensorFlow graph, for the exported model (export.py).
+
+The exported SavedModel maps raw lines to the lines `t2t-decoder` writes, so
+everything `DecodePipeline` does in Python around the compiled search has an
+in-graph twin here, and each twin must give exactly what its Python original
+gives (tests/test_export.py compares them on real test sets):
+
+- `SubwordEncoder` (sentencepiece) -> `SentencepieceText`: tensorflow_text's
+  tokenizer over the same `.model` file, which the SavedModel keeps in its
+  assets and reads when it is loaded (so the export is one directory, and the
+  vocabulary is stored once, not as a graph constant);
+- `TokenEncoder` (algorithmic digit strings) -> `TokenText`: a lookup table
+  over the fixed token list;
+- the parsing postprocessor (a tree over the source words) -> `tree_lines`,
+  for the well-formed trees the tree constraint guarantees.
+
+Ids follow t2tlite's convention (constants.py): a hypothesis ends at its first
+EOS or PAD (`until_eos`).
+"""
+
+import tensorflow as tf
+
+from t2tlite.constants import EOS_ID, PAD_ID
+
+
+def ids_until_eos(ids):
+  """int32 [n, length] search output -> ragged [n, (tokens)]: the ids before the first EOS/PAD."""
+  keep = tf.math.cumprod(tf.cast((ids != EOS_ID) & (ids != PAD_ID), tf.int32), axis=-1)
+  return tf.RaggedTensor.from_tensor(ids, lengths=tf.reduce_sum(keep, axis=-1))
+
+
+class _AssetSentencepieceModel(tf.saved_model.experimental.TrackableResource):
+  """tensorflow_text's sentencepiece model resource, created from a SavedModel asset.
+
+  tensorflow_text's own resource captures the model bytes, which a SavedModel
+  would store as a constant inside saved_model.pb; this one reads the file
+  from the export's assets/ when the graph is loaded.
+  """
+
+  def __init__(self, model_path):
+    super().__init__()
+    self.model_file = tf.saved_model.Asset(model_path)
+    _ = self.resource_handle  # Creates the resource now, as tensorflow_text's does.
+
+  def _create_resource(self):
+    from tensorflow_text.python.ops import gen_sentencepiece_tokenizer
+    return gen_sentencepiece_tokenizer.sentencepiece_op(
+        model=tf.io.read_file(self.model_file.asset_path))
+
+
+class SentencepieceText(tf.Module):
+  """In-graph twin of `subword.SubwordEncoder` (same file, same ids, same text)."""
+
+  def __init__(self, encoder):
+    super().__init__()
+    import tensorflow_text
+    self.model = _AssetSentencepieceModel(encoder.model_path)
+    tokenizer = tensorflow_text.SentencepieceTokenizer(model=encoder.processor.serialized_model_proto())
+    tokenizer._model_resource = self.model  # The asset-backed resource (see its docstring).
+    self._tokenizer = tokenizer
+
+  def encode(self, lines):
+    """string [n] -> int32 ragged [n, (tokens)], as `SubwordEncoder.encode` per line."""
+    return tf.cast(self._tokenizer.tokenize(lines), tf.int32)
+
+  def decode(self, ids):
+    """int32 ragged [n, (tokens)] (no EOS) -> string [n], as `SubwordEncoder.decode`."""
+    return self._tokenizer.detokenize(ids)
+
+
+class TokenText(tf.Module):
+  """In-graph twin of `text_encoder.TokenEncoder`: whitespace-separated tokens of a fixed list."""
+
+  def __init__(self, encoder):
+    super().__init__()
+    self.tokens = tf.constant(encoder.tokens)  # Index = id; 0 and 1 are <pad> and <EOS>.
+    real = encoder.tokens[2:]
+    self.table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(real), tf.range(2, 2 + len(real))),
+        default_value=-1)
+
+  def encode(self, lines):
+    """string [n] -> int32 ragged [n, (tokens)]; a token outside the list fails the request."""
+    words = tf.strings.split(lines)
+    ids = tf.ragged.map_flat_values(self.table.lookup, words)
+    tf.debugging.assert_non_negative(
+        ids.flat_values, message="a token of the input is not in the model's vocabulary")
+    return ids
+
+  def decode(self, ids):
+    """int32 ragged [n, (tokens)] -> string [n]: the tokens joined by single spaces."""
+    ids = tf.ragged.map_flat_values(
+        lambda flat: tf.where(flat < tf.size(self.tokens), flat, PAD_ID), ids)
+    words = tf.ragged.map_flat_values(lambda flat: tf.gather(self.tokens, flat), ids)
+    # TokenEncoder.decode drops ids beyond its list; they were mapped to PAD (""): drop them.
+    words = tf.ragged.boolean_mask(words, tf.ragged.map_flat_values(lambda f: f != PAD_ID, ids))
+    return tf.strings.reduce_join(words, axis=-1, separator=" ")
+
+
+def for_encoder(encoder):
+  """The in-graph twin of a problem's encoder; a one-line error names what has none."""
+  from t2tlite.data import subword, text_encoder
+  if isinstance(encoder, subword.SubwordEncoder):
+    return SentencepieceText(encoder)
+  if isinstance(encoder, text_encoder.TokenEncoder):
+    return TokenText(encoder)
+  from t2tlite.errors import UserError
+  raise UserError(f"cannot export a model whose encoder is a {type(encoder).__name__}: only "
+                  "sentencepiece (SubwordEncoder) and token-list (TokenEncoder) vocabularies "
+                  "have an in-graph twin")
+
+
+def tree_lines(sources, targets):
+  """Parsing: source words string [n] and linearized trees string [n] -> EVALB lines [n].
+
+  The in-graph twin of `linearize.decoded_tree_line` for well-formed trees
+  with one `XX` per source word (what the tree constraint guarantees):
+  `(S (NP XX XX )NP )S` over "a b" -> `(TOP (S (NP (XX a) (XX b))))`. Each
+  `XX` takes the next source word, a closing `)LABEL` becomes `)`.
+  """
+  tokens = tf.strings.split(targets)  # [n, (tokens)]
+  lengths = tokens.row_lengths()
+  dense = tokens.to_tensor("")  # [n, t]
+  words = tf.strings.split(sources).to_tensor("")  # [n, w]
+  words = tf.pad(words, [[0, 0], [0, 1]])  # A column to index when a row has no words.
+  is_word = tf.equal(dense, "XX")
+  # The k-th XX of a row takes that row's k-th word.
+  word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1, exclusive=True)
+  word_index = tf.minimum(word_index, tf.shape(words)[1] - 1)
+  preterminals = tf.strings.join(["(XX ", tf.gather(words, word_index, batch_dims=1), ")"])
+  closing = tf.strings.regex_full_match(dense, r"\).*")
+  dense = tf.where(is_word, preterminals, tf.where(closing, ")", dense))
+  text = tf.strings.reduce_join(tf.RaggedTensor.from_tensor(dense, lengths=lengths), axis=-1,
+                                separator=" ")
+  text = tf.strings.regex_replace(text, r" \)", ")")  # `)` follows a word or bracket directly.
+  return tf.strings.join(["(TOP ", text, ")"])
