@@ -50,6 +50,12 @@ def main(argv):
   export.check_export_dir(export_dir)  # Before minutes of loading, not after.
   if FLAGS.version is not None and FLAGS.version < 0:
     raise cli.UsageError(f"--version={FLAGS.version} must be >= 0")
+  if FLAGS.checkpoint_path and not FLAGS.overwrite:  # Refuse before loading anything.
+    from t2tlite.training import resume
+    named = resume.resolve_checkpoint_path(FLAGS.checkpoint_path)
+    version = (FLAGS.version if FLAGS.version is not None else export.export_version(
+        named, output_dir, averaging.checkpoint_step(named)))
+    export.check_free(export_dir, version)
   pipeline, checkpoint = load_pipeline(output_dir, problem, FLAGS.data_dir, FLAGS.decode_hparams,
                                        FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
   step = averaging.checkpoint_step(checkpoint)

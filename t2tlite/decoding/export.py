@@ -142,13 +142,20 @@ def check_export_dir(export_dir: str) -> None:
     raise ExportError(f"--export_dir={export_dir}: {parent} is a file, not a directory")
 
 
+def check_free(export_dir: str, version: int) -> None:
+  """A one-line error if `export_dir/<version>` exists (it is replaced only when asked)."""
+  target = os.path.join(export_dir, str(version))
+  if os.path.exists(target):
+    raise ExportError(f"{target} exists; pass --overwrite to replace it (or --version=N)")
+
+
 def export(pipeline, checkpoint_path: str, export_dir: str, version: int,
            overwrite: bool = False, info: Optional[dict] = None) -> str:
   """Writes the SavedModel of `pipeline` as `export_dir/<version>`; returns that path."""
   check_export_dir(export_dir)
   target = os.path.join(export_dir, str(version))
-  if os.path.exists(target) and not overwrite:
-    raise ExportError(f"{target} exists; pass --overwrite to replace it (or --version=N)")
+  if not overwrite:
+    check_free(export_dir, version)
   os.makedirs(export_dir, exist_ok=True)
   module = TextToText(pipeline)
   staging = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=export_dir)

@@ -6,9 +6,8 @@ in-graph twin here, and each twin must give exactly what its Python original
 gives (tests/test_export.py compares them on real test sets):
 
 - `SubwordEncoder` (sentencepiece) -> `SentencepieceText`: tensorflow_text's
-  tokenizer over the same `.model` file, which the SavedModel keeps in its
-  assets and reads when it is loaded (so the export is one directory, and the
-  vocabulary is stored once, not as a graph constant);
+  tokenizer over the same `.model` file, which the SavedModel also keeps in
+  its assets (so the export is one self-contained directory);
 - `TokenEncoder` (algorithmic digit strings) -> `TokenText`: a lookup table
   over the fixed token list;
 - the parsing postprocessor (a tree over the source words) -> `tree_lines`,
@@ -29,35 +28,18 @@ def ids_until_eos(ids):
   return tf.RaggedTensor.from_tensor(ids, lengths=tf.reduce_sum(keep, axis=-1))
 
 
-class _AssetSentencepieceModel(tf.saved_model.experimental.TrackableResource):
-  """tensorflow_text's sentencepiece model resource, created from a SavedModel asset.
-
-  tensorflow_text's own resource captures the model bytes, which a SavedModel
-  would store as a constant inside saved_model.pb; this one reads the file
-  from the export's assets/ when the graph is loaded.
-  """
-
-  def __init__(self, model_path):
-    super().__init__()
-    self.model_file = tf.saved_model.Asset(model_path)
-    _ = self.resource_handle  # Creates the resource now, as tensorflow_text's does.
-
-  def _create_resource(self):
-    from tensorflow_text.python.ops import gen_sentencepiece_tokenizer
-    return gen_sentencepiece_tokenizer.sentencepiece_op(
-        model=tf.io.read_file(self.model_file.asset_path))
-
-
 class SentencepieceText(tf.Module):
   """In-graph twin of `subword.SubwordEncoder` (same file, same ids, same text)."""
 
   def __init__(self, encoder):
     super().__init__()
     import tensorflow_text
-    self.model = _AssetSentencepieceModel(encoder.model_path)
-    tokenizer = tensorflow_text.SentencepieceTokenizer(model=encoder.processor.serialized_model_proto())
-    tokenizer._model_resource = self.model  # The asset-backed resource (see its docstring).
-    self._tokenizer = tokenizer
+    # The .model file, copied into the export's assets/ (the vocabulary travels with the model
+    # and a client can read it). tensorflow_text's SentencepieceOp takes the model as an op
+    # attribute, not a tensor, so the graph holds its own copy as well and never reads the file.
+    self.vocabulary = tf.saved_model.Asset(encoder.model_path)
+    self._tokenizer = tensorflow_text.SentencepieceTokenizer(
+        model=encoder.processor.serialized_model_proto())
 
   def encode(self, lines):
     """string [n] -> int32 ragged [n, (tokens)], as `SubwordEncoder.encode` per line."""

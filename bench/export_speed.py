@@ -1,0 +1,199 @@
+"""The exported model (t2t-exporter) against in-process t2t-decoder decoding, in one run.
+
+Why
+---
+A text-to-text SavedModel puts tokenization, the compiled beam search and
+detokenization in one graph (t2tlite/decoding/export.py). This says what that
+costs or saves next to decoding in-process (`DecodePipeline`, what t2t-decoder
+runs), on the same checkpoint, decode hparams and lines, and what a served
+model answers a single sentence in.
+
+What is measured
+----------------
+1. Export: wall time of the `t2t-exporter` command (TensorFlow start, model
+   load, tracing, saving) and of the save alone (the export's own record), and
+   the size of the version directory (variables, saved_model.pb, assets).
+2. Throughput on the first --lines lines of the problem's test split
+   (Multi30k test_2016: 1000), each side warm (one untimed pass over the same
+   lines first, so every batch shape is traced and compiled), then --reps timed
+   passes, median:
+     * in-process: `DecodePipeline.decode(lines)`, its own batching (sorted by
+       length, batch_size 64, batch_tokens 4096, widths padded to a multiple of 8);
+     * export: a client that imports only tensorflow and tensorflow_text,
+       sorts the lines by length and sends requests of --client_batch (64)
+       lines to the `serving_default` signature.
+   sentences/s = lines / median pass time; ratio = export / in-process. The
+   outputs of both are compared line by line (reported: identical lines).
+3. Latency of the export: one line per request, the first --latency_lines
+   lines, after one untimed pass over them; p50 and p95 of the wall time of
+   the call, in milliseconds.
+
+Every side runs in its own subprocess of this script (`--worker`), one after
+the other; pin the whole run to one core (taskset) and keep the host quiet, or
+say it was not.
+
+  taskset -c 0 env TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \\
+    python bench/export_speed.py --problem=multi30k_ende --data_dir=DATA --output_dir=RUN
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CLIENT_IMPORTS = ("tensorflow", "tensorflow_text")
+
+
+def _lines(args):
+  path = os.path.join(args.data_dir, f"{args.problem}-test.inputs")
+  with open(path, encoding="utf-8") as f:
+    return f.read().split("\n")[:-1][:args.lines]
+
+
+def worker_inprocess(args):
+  from t2tlite import registry
+  from t2tlite.decoding.loading import load_pipeline
+  registry.load_all()
+  pipeline, checkpoint = load_pipeline(args.output_dir, registry.problem(args.problem),
+                                       args.data_dir, args.decode_hparams, args.checkpoint_path)
+  lines = _lines(args)
+  start = time.perf_counter()
+  pipeline.decode(lines)
+  warm = time.perf_counter() - start
+  times = []
+  for _ in range(args.reps):
+    start = time.perf_counter()
+    decoded = pipeline.decode(lines)
+    times.append(time.perf_counter() - start)
+  return dict(checkpoint=checkpoint, warmup_s=warm, times=times, outputs=decoded.lines)
+
+
+def worker_export(args):
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401
+  serve = tf.saved_model.load(args.export).signatures["serving_default"]
+  lines = _lines(args)
+  order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+  batches = [order[i:i + args.client_batch] for i in range(0, len(order), args.client_batch)]
+
+  def one_pass():
+    outputs = [None] * len(lines)
+    for batch in batches:
+      texts = serve(inputs=tf.constant([lines[i] for i in batch]))["outputs"].numpy()
+      for i, text in zip(batch, texts):
+        outputs[i] = text.decode("utf-8")
+    return outputs
+
+  start = time.perf_counter()
+  one_pass()
+  warm = time.perf_counter() - start
+  times = []
+  for _ in range(args.reps):
+    start = time.perf_counter()
+    outputs = one_pass()
+    times.append(time.perf_counter() - start)
+  single = lines[:args.latency_lines]
+  for line in single:  # Warm: every single-line width traced and compiled.
+    serve(inputs=tf.constant([line]))
+  latency = []
+  for line in single:
+    start = time.perf_counter()
+    serve(inputs=tf.constant([line]))["outputs"].numpy()
+    latency.append(time.perf_counter() - start)
+  foreign = [m for m in sys.modules if m.split(".")[0] in ("t2tlite", "keras")]
+  return dict(warmup_s=warm, times=times, outputs=outputs, latency=latency,
+              foreign_modules=foreign[:5])
+
+
+def _worker(args, kind, **extra):
+  cmd = [sys.executable, os.path.abspath(__file__), f"--worker={kind}"] + [
+      f"--{k}={v}" for k, v in dict(vars(args), **extra).items()
+      if v is not None and k != "worker"]
+  proc = subprocess.run(cmd, capture_output=True, text=True)
+  if proc.returncode != 0:
+    sys.exit(f"worker {kind} failed:\n{proc.stderr[-3000:]}")
+  return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _size(path):
+  sizes = {}
+  for d, _, files in os.walk(path):
+    for f in files:
+      part = os.path.relpath(os.path.join(d, f), path).split(os.sep)[0]
+      sizes[part] = sizes.get(part, 0) + os.path.getsize(os.path.join(d, f))
+  return sizes
+
+
+def _percentile(values, q):
+  values = sorted(values)
+  return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--problem", default="multi30k_ende")
+  parser.add_argument("--data_dir", required=True)
+  parser.add_argument("--output_dir", required=True, help="The trained run.")
+  parser.add_argument("--checkpoint_path", default=None)
+  parser.add_argument("--decode_hparams", default="", help="Both sides; default the problem's.")
+  parser.add_argument("--lines", type=int, default=1000)
+  parser.add_argument("--reps", type=int, default=1)
+  parser.add_argument("--client_batch", type=int, default=64)
+  parser.add_argument("--latency_lines", type=int, default=100)
+  parser.add_argument("--export", default=None, help=argparse.SUPPRESS)
+  parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+  parser.add_argument("--json", default=None, help="Also write the results here.")
+  args = parser.parse_args()
+  if args.worker:
+    result = {"inprocess": worker_inprocess, "export": worker_export}[args.worker](args)
+    print(json.dumps(result))
+    return
+
+  export_dir = tempfile.mkdtemp(prefix="export_speed-")
+  cmd = [os.path.join(os.path.dirname(sys.executable), "t2t-exporter"),
+         f"--problem={args.problem}", f"--data_dir={args.data_dir}",
+         f"--output_dir={args.output_dir}", f"--export_dir={export_dir}",
+         f"--decode_hparams={args.decode_hparams}"]
+  if args.checkpoint_path:
+    cmd.append(f"--checkpoint_path={args.checkpoint_path}")
+  start = time.perf_counter()
+  proc = subprocess.run(cmd, capture_output=True, text=True)
+  command_s = time.perf_counter() - start
+  if proc.returncode != 0:
+    sys.exit(proc.stderr[-3000:])
+  version = proc.stdout.strip().splitlines()[-1]
+  with open(os.path.join(version, "assets.extra", "t2tlite_export.json")) as f:
+    info = json.load(f)
+  sizes = _size(version)
+
+  inproc = _worker(args, "inprocess")
+  exported = _worker(args, "export", export=version)
+  n = len(inproc["outputs"])
+  in_rate = n / statistics.median(inproc["times"])
+  ex_rate = n / statistics.median(exported["times"])
+  same = sum(a == b for a, b in zip(inproc["outputs"], exported["outputs"]))
+  latency_ms = [1000 * t for t in exported["latency"]]
+  result = dict(
+      checkpoint=inproc["checkpoint"], decode_hparams=info["decode_hparams"], lines=n,
+      export_command_s=round(command_s, 1), export_save_s=info["seconds"],
+      export_mb=round(sum(sizes.values()) / 2**20, 2),
+      export_parts_mb={k: round(v / 2**20, 3) for k, v in sorted(sizes.items())},
+      inprocess_sentences_per_s=round(in_rate, 2), export_sentences_per_s=round(ex_rate, 2),
+      ratio=round(ex_rate / in_rate, 3), client_batch=args.client_batch,
+      identical_lines=f"{same}/{n}", warmup_s=dict(inprocess=round(inproc["warmup_s"], 1),
+                                                   export=round(exported["warmup_s"], 1)),
+      latency_ms=dict(p50=round(_percentile(latency_ms, 50), 1),
+                      p95=round(_percentile(latency_ms, 95), 1), lines=len(latency_ms)),
+      client_foreign_modules=exported["foreign_modules"])
+  print(json.dumps(result, indent=2))
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+  main()
