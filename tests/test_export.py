@@ -34,7 +34,7 @@ CLIENT = textwrap.dedent("""
     export, sources_path = sys.argv[1:3]
     serve = tf.saved_model.load(export).signatures["serving_default"]
     with open(sources_path, encoding="utf-8") as f:
-      lines = f.read().split("\n")[:-1]
+      lines = f.read().split(chr(10))[:-1]
     def decode(batch):
       out = serve(inputs=tf.constant(batch))
       return ([t.decode("utf-8") for t in out["outputs"].numpy()],
@@ -276,3 +276,18 @@ def test_interactive_decoding_from_checkpoint_and_from_export(tiny_export):
     assert answers == expected, args
     errors = [l for l in stderr.splitlines() if ": error: " in l]
     assert len(errors) == 1 and "standard input line 3: not UTF-8" in errors[0], stderr[-2000:]
+
+
+def test_in_graph_trees_equal_the_parsing_postprocessor_on_the_sample_treebank(shared_dir):
+  """Every well-formed linearized tree of the PTB sample (what the tree constraint lets the
+  exported parser write) becomes, in-graph, the EVALB line t2t-decoder writes for it."""
+  import tensorflow as tf
+  from t2tlite.data import linearize
+  from t2tlite.decoding import graph_text
+  from tests.helpers import sample_trees
+  pairs = [p for p in map(linearize.gold_pair, sample_trees(shared_dir)) if p is not None]
+  assert len(pairs) > 3000
+  sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+  expected = [linearize.decoded_tree_line(t, s) for s, t in pairs]
+  got = graph_text.tree_lines(tf.constant(sources), tf.constant(targets)).numpy()
+  assert [g.decode("utf-8") for g in got] == expected
