@@ -128,7 +128,10 @@ def _explicit_attention(query, key, value, mask, dropout_rate, seed):
   logits = ops.cast(logits, "float32") * (query.shape[-1] ** -0.5)
   if mask is not None:
     logits = logits + ops.where(mask, 0.0, NEG_INF)  # Illegal positions -> -1e9 (Section 3.2.3).
-  weights = ops.softmax(logits, axis=-1)
+  if logits.shape[-1] == 1:  # One key: weight 1 (keras.ops.softmax warns on a size-1 axis).
+    weights = ops.ones_like(logits)
+  else:
+    weights = ops.softmax(logits, axis=-1)
   attended = weights
   if dropout_rate > 0.0:
     keep = _uniform(ops.shape(weights), seed) >= dropout_rate
