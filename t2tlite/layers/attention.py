@@ -77,12 +77,30 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0,
     [batch, q_length, heads, d_v] in the dtype of `value`.
   """
   explicit = dropout_rate > 0.0 or segment_ids is not None or query.shape[1] == 1
-  if not explicit:
-    return ops.dot_product_attention(query, key, value, mask=mask,
-                                     scale=query.shape[-1] ** -0.5, is_causal=causal)
   mask = _combined_mask(query, mask, causal, segment_ids)
+  if not explicit:
+    return _fused_attention(query, key, value, mask)
   context, _ = _explicit_attention(query, key, value, mask, dropout_rate, seed)
   return context
+
+
+def _fused_attention(query, key, value, mask):
+  """keras.ops.dot_product_attention with the mask as an additive -1e9 bias on the logits.
+
+  The bias is [b, 1, t, s] (padding and look-ahead combined, as the explicit
+  path adds them), which keeps the op to the paper's attention plus one add:
+  no full-size boolean mask to build per head. The op casts a bias to the
+  compute dtype, where -1e9 is finite in float32 and bfloat16 but -inf in
+  float16, so under float16 the boolean mask goes in as a mask instead (same
+  result: masked logits become the op's large negative number).
+  """
+  scale = query.shape[-1] ** -0.5
+  if mask is None:
+    return ops.dot_product_attention(query, key, value, scale=scale)
+  if keras.backend.standardize_dtype(query.dtype) == "float16":
+    return ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+  return ops.dot_product_attention(query, key, value, bias=ops.where(mask, 0.0, NEG_INF),
+                                   scale=scale)
 
 
 def attention_with_weights(query, key, value, mask=None, dropout_rate=0.0, seed=None,
