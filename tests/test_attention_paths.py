@@ -108,3 +108,16 @@ def test_layer_weights_method_matches_call():
   np.testing.assert_allclose(np.asarray(out2), out, atol=1e-5)
   assert np.asarray(weights).shape == (B, H, T, T)
   assert np.all(np.asarray(weights)[2, :, 1:] == 0.0)  # Sentence 2: queries 1.. are padding.
+
+
+def test_layer_attention_dropout_draws_new_masks_and_keeps_the_mean():
+  """Dropout on the weights (explicit path): a new mask per call, rescaled by 1 / (1 - rate)."""
+  rng = np.random.RandomState(6)
+  q, k, v = rng.randn(1, 4, 1, 4), rng.randn(1, 64, 1, 4), rng.randn(1, 64, 1, 4)
+  q, k, v = (x.astype(np.float32) for x in (q, k, v))
+  seeds = keras.random.SeedGenerator(7)
+  draws = np.stack([np.asarray(attention.scaled_dot_product_attention(q, k, v, None, 0.5, seeds))
+                    for _ in range(400)])
+  assert not np.allclose(draws[0], draws[1])
+  exact = numpy_attention(q, k, v, True)[0]
+  np.testing.assert_allclose(draws.mean(0), exact, atol=0.1)  # 4 standard errors of the mean
