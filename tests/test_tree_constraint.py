@@ -185,6 +185,32 @@ def test_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completion(
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
+def longest_open_run(ids):
+  """Most opening brackets in a row in `ids` (XX targets)."""
+  longest = run = 0
+  for i in ids:
+    run = run + 1 if TOKEN[i] in ("(A", "(B") else 0
+    longest = max(longest, run)
+  return longest
+
+
+@pytest.mark.parametrize("n_words,max_depth,max_length,max_open_run",
+                         [(2, 3, 10, 1), (2, 3, 10, 2), (3, 3, 11, 2), (1, 3, 8, 2)])
+def test_open_run_bound_is_the_brute_force_set_of_trees_without_longer_runs(
+    n_words, max_depth, max_length, max_open_run):
+  """The bound removes exactly the trees that open more than max_open_run brackets in a row,
+  and every prefix it allows still completes (the mask is the brute-force allowed set)."""
+  everything = all_valid_trees(n_words, max_depth, max_length)
+  valid = {v for v in everything if longest_open_run(v) <= max_open_run}
+  assert valid and len(valid) < len(everything), "the bound must cut some trees and keep some"
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  starts = [False, False] + [True] * (len(PIECES) - 2)
+  c = TreeConstraint(PIECES, starts, EOS, max_depth, max_open_run=max_open_run)
+  for prefix in sorted(prefixes):
+    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
+    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+
+
 def test_the_toy_grammar_has_the_trees_counted_by_hand():
   # One word, depth 2: (L XX )L for 2 labels, and (L (M XX )M )L for 4 label pairs.
   assert len(all_valid_trees(1, 2, 8)) == 2 + 4

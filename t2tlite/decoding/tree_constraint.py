@@ -14,6 +14,10 @@ sentence of n words is
 - no empty constituent (a constituent dominates at least one `XX`);
 - no opening bracket once all n `XX` are placed (it could only stay empty);
 - at most `max_depth` constituents open at once;
+- at most `max_open_run` opening brackets in a row (before the next word or
+  closing bracket): the sample's train trees never open more than 6 in a row,
+  while an undertrained model, free to, opens the same label dozens of times
+  (`(NP (NP (NP ...`) before a word;
 - it fits the search's length limit: a token is allowed only if the shortest
   completion after it (the words left, then one closing bracket per open
   constituent) still fits before the EOS is forced.
@@ -61,6 +65,7 @@ class TreeState(typing.NamedTuple):
   stack: tf.Tensor       # int32 [rows, max_depth]: label index of each open constituent.
   empty: tf.Tensor       # bool [rows]: the innermost open constituent has no word yet.
   budget: tf.Tensor      # int32 [rows]: tokens that may still come before the EOS.
+  open_run: tf.Tensor    # int32 [rows]: opening brackets since the last word or closing one.
   source: typing.Any = ()    # target_words: int32 [rows, length], the source ids; else ().
   position: typing.Any = ()  # target_words: int32 [rows], index of the next source piece; else ().
 
@@ -83,15 +88,19 @@ class TreeConstraint:
       must be false.
     eos_id: the EOS id.
     max_depth: most constituents open at once (the stack's size).
+    max_open_run: most opening brackets in a row (0: no bound).
     target_words: word slots take the source's pieces, not `XX` (module
       docstring); the target vocabulary must then be the source's (shared).
     pad_id: the padding id of the source (target_words: not a piece to place).
   """
 
   def __init__(self, target_pieces: Sequence[str], source_word_starts: Sequence[bool],
-               eos_id: int, max_depth: int, target_words: bool = False, pad_id: int = 0):
+               eos_id: int, max_depth: int, target_words: bool = False, pad_id: int = 0,
+               max_open_run: int = 0):
     if max_depth < 1:
       raise ValueError(f"max_depth={max_depth} must be >= 1")
+    if max_open_run < 0:
+      raise ValueError(f"max_open_run={max_open_run} must be >= 0")
     tokens = [tree_token(p) for p in target_pieces]
     opens = {t[1:]: i for i, t in enumerate(tokens)
              if len(t) > 1 and t[0] == "(" and ")" not in t}
@@ -120,6 +129,7 @@ class TreeConstraint:
     is_eos[eos_id] = True
     self.vocab_size = vocab
     self.max_depth = max_depth
+    self.max_open_run = max_open_run
     self.eos_id = eos_id
     self.pad_id = pad_id
     self.target_words = target_words
@@ -132,7 +142,8 @@ class TreeConstraint:
 
   @classmethod
   def from_encoders(cls, input_encoder, target_encoder, eos_id: int, max_depth: int,
-                    pad_id: int = 0, target_words: bool = False) -> "TreeConstraint":
+                    pad_id: int = 0, target_words: bool = False,
+                    max_open_run: int = 0) -> "TreeConstraint":
     """From sentencepiece encoders (`subword.SubwordEncoder`): their pieces name the tokens."""
     def pieces(encoder):
       processor = encoder.processor
@@ -140,7 +151,8 @@ class TreeConstraint:
     source = pieces(input_encoder)
     starts = [p.startswith(WORD_BOUNDARY) and i not in (pad_id, eos_id)
               for i, p in enumerate(source)]
-    return cls(pieces(target_encoder), starts, eos_id, max_depth, target_words, pad_id)
+    return cls(pieces(target_encoder), starts, eos_id, max_depth, target_words, pad_id,
+               max_open_run)
 
   # --- The constraint API ---
   def initial_state(self, inputs, max_lengths) -> TreeState:
@@ -163,7 +175,8 @@ class TreeConstraint:
         depth=tf.zeros([rows], tf.int32),
         stack=tf.zeros([rows, self.max_depth], tf.int32),
         empty=tf.zeros([rows], tf.bool),
-        budget=tf.cast(max_lengths, tf.int32))
+        budget=tf.cast(max_lengths, tf.int32),
+        open_run=tf.zeros([rows], tf.int32))
 
   def _next_piece(self, state: TreeState):
     """(int32 [rows] the next source piece, bool [rows] whether it continues a begun word)."""
@@ -179,6 +192,8 @@ class TreeConstraint:
     # Shortest completion after each kind of token: the words left, then a close per open
     # constituent; it must fit in the tokens left after this one.
     can_open = (w > 0) & (d < self.max_depth) & (w + d + 1 <= budget - 1)
+    if self.max_open_run:
+      can_open &= state.open_run < self.max_open_run
     can_xx = (w > 0) & (d > 0) & (w - 1 + d <= budget - 1)
     innermost = tf.gather(state.stack, tf.maximum(d - 1, 0), batch_dims=1)  # [rows]
     can_close = ((d > 0) & ~state.empty & ((d > 1) | (w == 0))
@@ -220,6 +235,7 @@ class TreeConstraint:
         stack=stack,
         empty=tf.where(opened, True, tf.where(word | closed, False, state.empty)),
         budget=state.budget - 1,
+        open_run=tf.where(opened, state.open_run + 1, 0),
         source=state.source,
         position=(state.position + tf.cast(word, tf.int32)) if self.target_words else ())
 
@@ -234,4 +250,5 @@ def make_tree_constraint(decode_hparams, input_encoder, target_encoder, eos_id: 
   if not getattr(decode_hparams, "constrain_trees", False):
     return None
   return TreeConstraint.from_encoders(input_encoder, target_encoder, eos_id,
-                                      decode_hparams.tree_max_depth, target_words=target_words)
+                                      decode_hparams.tree_max_depth, target_words=target_words,
+                                      max_open_run=decode_hparams.tree_max_open_run)

@@ -173,9 +173,10 @@ class DecoderLayer(_SubLayerWrapper):
       x: [r, 1, d_model], the embedded token at position `step` of each row.
       step: int32 scalar, the position being decoded.
       cache: {"key": [r, L, h, d_k], "value": [r, L, h, d_v]}.
-      history_index: int32 [r, L], flat index (row * L + position) into the
-        cache of position p of row r's hypothesis; positions > step are never
-        attended (causal mask) and may point anywhere valid.
+      history_index: int32 [r, H], H <= L, flat index (row * L + position)
+        into the cache of position p of row r's hypothesis; only positions < H
+        are read, positions > step are never attended (causal mask) and may
+        point anywhere valid.
       memory_kv: (keys, values) from `memory_key_values`, per sentence [b, s, h, d].
       memory_mask: [b, 1, 1, s] bool. Rows are grouped by sentence: r = b * k.
     Returns:
@@ -189,8 +190,9 @@ class DecoderLayer(_SubLayerWrapper):
       key, value = self.self_attention.project_key_value(y)
       new_cache["key"] = _write_position(cache["key"], key, step)
       new_cache["value"] = _write_position(cache["value"], value, step)
-      max_length = cache["key"].shape[1] or ops.shape(cache["key"])[1]
-      visible = ops.arange(max_length) <= step  # Causality: nothing after `step`.
+      # Attended positions: history_index's width (the search's horizon, or the whole cache).
+      width = history_index.shape[1] or ops.shape(history_index)[1]
+      visible = ops.arange(width) <= step  # Causality: nothing after `step`.
       return self.self_attention.attend(
           query, _gather_history(new_cache["key"], history_index),
           _gather_history(new_cache["value"], history_index),

@@ -152,11 +152,14 @@ class Transformer(keras.Model):
     }
     return state, context
 
-  def decode_step(self, ids, step, state, context):
+  def decode_step(self, ids, step, state, context, horizon=None):
     """ids [r] at position `step` (int32 scalar) -> (logits [r, vocab] float32, new state).
 
     r = sentences x hypotheses per sentence, rows grouped by sentence (the
-    layout of `search.tile_to_beams`); `context` is per sentence.
+    layout of `search.tile_to_beams`); `context` is per sentence. `horizon`
+    (a static int > step, or None for the whole cache): self-attention reads
+    the first `horizon` positions only, so a step costs O(horizon), not
+    O(cache length) (search.py, "Horizons").
     """
     history_rows = state["history_rows"]
     rows = ops.arange(ops.shape(history_rows)[0], dtype="int32")
@@ -165,6 +168,8 @@ class Transformer(keras.Model):
     # Positions before `step` come from the ancestors; `step` and after from the row itself.
     history_rows = ops.where(positions[None] < step, history_rows, rows[:, None])
     history_index = history_rows * max_length + positions[None]  # Into [r * L] caches.
+    if horizon is not None and (not isinstance(max_length, int) or horizon < max_length):
+      history_index = history_index[:, :horizon]  # Positions attended at this step and before.
     y = self.target_embedding(ids[:, None])  # [r, 1, d_model]
     y = self.target_position(y, start_index=step)
     new_state = {"history_rows": history_rows}
@@ -192,12 +197,13 @@ class Transformer(keras.Model):
     state = {"ids": ops.zeros((batch, max_length), "int32")}
     return state, {"memory": memory, "memory_mask": memory_mask}
 
-  def decode_step_uncached(self, ids, step, state, context):
+  def decode_step_uncached(self, ids, step, state, context, horizon=None):
     """Same contract as `decode_step`, recomputing the whole decoder over all positions.
 
     Position `step` gets `ids`, later positions still hold padding, which the
     causal mask hides from position `step`, so its logits equal the cached ones.
-    Costs O(L) decoder passes of length L: what a decoder without a cache does.
+    Costs O(L) decoder passes of length L: what a decoder without a cache does
+    (`horizon` is accepted and ignored: the baseline recomputes everything).
     """
     history = state["ids"]
     at_step = ops.equal(ops.arange(ops.shape(history)[1], dtype="int32"), step)[None, :]
