@@ -61,8 +61,10 @@ def main(argv):
   if not problem_name:
     raise cli.UsageError(f"--problem is required ({output_dir} names none in run.json)")
   problem = registry.problem(problem_name)
-  run_identity.check_data(output_dir, run_info, run_dir.load_hparams(output_dir), problem,
-                          FLAGS.data_dir, command="inspected")
+  hparams = run_dir.load_hparams(output_dir)
+  report.check_against_model(hparams, FLAGS.kind, FLAGS.layer, FLAGS.heads)
+  run_identity.check_data(output_dir, run_info, hparams, problem, FLAGS.data_dir,
+                          command="inspected")
   encoders = problem.encoders(FLAGS.data_dir)
   start = time.perf_counter()
   model, checkpoint = run_dir.load_model(output_dir, FLAGS.checkpoint_path, FLAGS.hparams)

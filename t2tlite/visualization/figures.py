@@ -63,8 +63,13 @@ def _lines(ax, weights, color, queries=None):
 
 
 def _figure(plt, panels: int, width_tokens: int):
-  return plt.subplots(panels, 1, figsize=(max(6.0, 0.28 * width_tokens), 4.2 * panels),
-                      squeeze=False)
+  return plt.subplots(panels, 1, figsize=(max(6.0, 0.28 * width_tokens), 5.0 * panels),
+                      squeeze=False, gridspec_kw={"hspace": 0.75})
+
+
+def _title(ax, text, query_tokens):
+  """A title above the vertical query tokens (about 5 points per character at size 8)."""
+  ax.set_title(text, pad=12 + 5 * max(len(t) for t in query_tokens))
 
 
 def _save(plt, fig, path):
@@ -89,8 +94,8 @@ def fig3(attention: SentenceAttention, kind: str, layer: int, token: int, path: 
   ax.legend(handles, [f"head {h + 1}" for h in range(len(colors))], loc="center left",
             bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
   n = attention.weights(kind).shape[0]
-  ax.set_title(f"{KIND_TITLES[kind]}, layer {layer + 1} of {n}: attention of "
-               f"'{queries[token]}', every head", pad=70)
+  _title(ax, f"{KIND_TITLES[kind]}, layer {layer + 1} of {n}: attention of "
+         f"'{queries[token]}', every head", queries)
   _save(plt, fig, path)
 
 
@@ -106,13 +111,13 @@ def fig4(attention: SentenceAttention, kind: str, layer: int, heads: Sequence[in
   top, bottom = axes[0, 0], axes[1, 0]
   _token_rows(top, queries, keys)
   _lines(top, weights[heads[0]], colors[heads[0]])
-  top.set_title(f"{KIND_TITLES[kind]}, layer {layer + 1} of {n}: full attention of head "
-                f"{heads[0] + 1}", pad=70)
+  _title(top, f"{KIND_TITLES[kind]}, layer {layer + 1} of {n}: full attention of head "
+         f"{heads[0] + 1}", queries)
   _token_rows(bottom, queries, keys, highlight=token)
   for head in heads[:2]:
     _lines(bottom, weights[head], colors[head], queries=[token])
-  bottom.set_title(f"attention of '{queries[token]}' alone, heads "
-                   f"{' and '.join(str(h + 1) for h in heads[:2])}", pad=70)
+  _title(bottom, f"attention of '{queries[token]}' alone, heads "
+         f"{' and '.join(str(h + 1) for h in heads[:2])}", queries)
   _save(plt, fig, path)
 
 
@@ -128,7 +133,7 @@ def fig5(attention: SentenceAttention, kind: str, layer: int, heads: Sequence[in
   for ax, head in zip(axes[:, 0], heads[:2]):
     _token_rows(ax, queries, keys)
     _lines(ax, weights[head], colors[head])
-    ax.set_title(f"{KIND_TITLES[kind]}, layer {layer + 1} of {n}, head {head + 1}", pad=70)
+    _title(ax, f"{KIND_TITLES[kind]}, layer {layer + 1} of {n}, head {head + 1}", queries)
   _save(plt, fig, path)
 
 
@@ -141,7 +146,7 @@ def heads_grid(attention: SentenceAttention, path: str) -> None:
   layers = attention.num_layers
   rows, cols = sum(layers.values()), attention.num_heads
   fig, axes = plt.subplots(rows, cols, figsize=(1.6 * cols + 1.2, 1.6 * rows + 0.8),
-                           squeeze=False)
+                           squeeze=False, layout="constrained")
   row = 0
   for kind in KINDS:
     for layer in range(layers[kind]):

@@ -35,6 +35,29 @@ def existing_outputs(out_dir: str) -> List[str]:
   return [name for name in OUTPUT_FILES if os.path.exists(os.path.join(out_dir, name))]
 
 
+def check_against_model(hparams, kind: str, layer: int, heads: str) -> None:
+  """--layer and --heads against the run's hparams, before any model is built."""
+  layers = {"encoder": hparams.num_encoder_layers, "decoder": hparams.num_decoder_layers,
+            "encoder_decoder": hparams.num_decoder_layers}.get(kind)
+  if layers is not None and not 0 <= layer <= layers:
+    raise AttentionViewError(f"--layer={layer}: the model has {layers} layers (1 to {layers}; "
+                             "0: the default)")
+  _head_indices(heads, hparams.num_heads)
+
+
+def _head_indices(heads: str, num_heads: int) -> List[int]:
+  """"5,6" -> [4, 5], checked; "" -> []."""
+  if not heads:
+    return []
+  try:
+    chosen = [int(h) for h in heads.split(",")]
+  except ValueError:
+    raise AttentionViewError(f"--heads={heads}: one or two head numbers, e.g. 5,6") from None
+  if not 1 <= len(chosen) <= 2 or any(not 1 <= h <= num_heads for h in chosen):
+    raise AttentionViewError(f"--heads={heads}: one or two heads from 1 to {num_heads}")
+  return [h - 1 for h in chosen]
+
+
 def choose_view(attention: SentenceAttention, kind: str = "encoder", layer: int = 0,
                 token: str = "", heads: str = "") -> View:
   """The user's choices (layers, heads and positions counted from 1; 0 or "" = default).
@@ -54,16 +77,8 @@ def choose_view(attention: SentenceAttention, kind: str = "encoder", layer: int 
   layer_index = layer - 1 if layer else max(num_layers - 2, 0)
   queries = attention.tokens(kind)[0]
   token_index = _token_index(token, queries, weights[layer_index])
-  if heads:
-    try:
-      chosen = [int(h) for h in heads.split(",")]
-    except ValueError:
-      raise AttentionViewError(f"--heads={heads}: one or two head numbers, e.g. 5,6") from None
-    if not 1 <= len(chosen) <= 2 or any(not 1 <= h <= num_heads for h in chosen):
-      raise AttentionViewError(f"--heads={heads}: one or two heads from 1 to {num_heads}")
-    head_indices = [h - 1 for h in chosen]
-  else:
-    head_indices = most_focused_heads(weights[layer_index], min(2, num_heads))
+  head_indices = (_head_indices(heads, num_heads) or
+                  most_focused_heads(weights[layer_index], min(2, num_heads)))
   if len(head_indices) == 1 and num_heads > 1:  # Figures 4 and 5 show two heads.
     head_indices.append(next(h for h in range(num_heads) if h != head_indices[0]))
   return View(kind, layer_index, token_index, head_indices)

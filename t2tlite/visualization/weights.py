@@ -157,14 +157,16 @@ def merge_pieces(attention: SentenceAttention) -> SentenceAttention:
 
 
 def farthest_reaching_query(layer_weights: np.ndarray, tokens: Sequence[str]) -> int:
-  """[heads, q, k] -> the query whose head-averaged attention reaches farthest on average.
+  """[heads, q, k] -> the query that puts the most weight farthest away.
 
   The default token of Figure 3 (the paper's shows a long-distance
-  dependency): argmax over queries of sum_k w[q, k] |q - k|, <EOS> excluded.
+  dependency): argmax over queries q of max over keys k of w[q, k] |q - k|,
+  w averaged over heads, <EOS> excluded. A peaked weight on a distant word
+  scores high; attention spread evenly over the sentence scores about 1.
   """
   mean = layer_weights.mean(axis=0)  # [q, k]
   distance = np.abs(np.arange(mean.shape[0])[:, None] - np.arange(mean.shape[1])[None, :])
-  reach = (mean * distance).sum(-1)
+  reach = (mean * distance).max(-1)
   reach[[i for i, t in enumerate(tokens) if t == EOS_TOKEN]] = -1.0
   return int(np.argmax(reach))
 
