@@ -119,6 +119,11 @@ def test_view_choices_name_the_flag_at_fault():
   view = report.choose_view(att, "encoder", layer=0, token="b", heads="3")
   assert (view.layer, view.token, view.heads[0], len(view.heads)) == (0, 1, 2, 2)
   assert report.choose_view(att, "decoder", layer=2, token="3").token == 2
+  pieces = weights_lib.SentenceAttention(["\u2581mak", "ing", "\u2581it", "<EOS>"], ["<EOS>"],
+                                         np.ones((1, 1, 4, 4)), np.ones((1, 1, 1, 1)),
+                                         np.ones((1, 1, 1, 4)))
+  assert report.choose_view(pieces, token="it").token == 2  # A word finds its first piece.
+  assert report.choose_view(pieces, token="ing").token == 1
   for kwargs, flag in (({"token": "zz"}, "--token=zz"), ({"token": "4"}, "--token=4"),
                        ({"heads": "5"}, "--heads=5"), ({"heads": "x"}, "--heads=x"),
                        ({"layer": 3}, "--layer=3"), ({"kind": "x"}, "--kind=x")):

@@ -11,8 +11,8 @@ from typing import List, Optional
 
 from t2tlite.errors import UserError
 from t2tlite.visualization import figures, html_view
-from t2tlite.visualization.weights import (KINDS, SentenceAttention, farthest_reaching_query,
-                                           most_focused_heads)
+from t2tlite.visualization.weights import (KINDS, WORD_START, SentenceAttention,
+                                           farthest_reaching_query, most_focused_heads)
 
 OUTPUT_FILES = ("fig3.png", "fig4.png", "fig5.png", "heads.png", "attention.html",
                 "attention.npz")
@@ -65,7 +65,8 @@ def choose_view(attention: SentenceAttention, kind: str = "encoder", layer: int 
   Defaults: the second-to-last layer (the paper's "layer 5 of 6"), the query
   token whose attention reaches farthest (Figure 3's long-distance
   dependency), and the two heads with the sharpest attention in that layer.
-  --token is a position (from 1) or a token's text (its first occurrence).
+  --token is a position (from 1) or a token's text (its first occurrence; a
+  word finds the piece that starts it, "making" finds "▁making").
   """
   if kind not in KINDS:
     raise AttentionViewError(f"--kind={kind}: one of {', '.join(KINDS)}")
@@ -92,8 +93,9 @@ def _token_index(token: str, queries, layer_weights) -> int:
     if not 1 <= position <= len(queries):
       raise AttentionViewError(f"--token={token}: positions run from 1 to {len(queries)}")
     return position - 1
-  if token in queries:
-    return queries.index(token)
+  for candidate in (token, WORD_START + token):  # "making" finds the piece "▁making".
+    if candidate in queries:
+      return queries.index(candidate)
   raise AttentionViewError(f"--token={token}: not a token of the sentence "
                            f"({' '.join(queries[:40])})")
 
