@@ -35,12 +35,26 @@ class SharedEmbedding(keras.layers.Layer):
 
   def call(self, inputs, reverse=False):
     table = ops.cast(self.embeddings, self.compute_dtype)
-    if reverse:  # [b, t, d_model] -> [b, t, vocab]
-      return ops.cast(ops.einsum("btd,vd->btv", inputs, table), "float32")
+    if reverse:  # [..., d_model] -> [..., vocab]
+      return ops.cast(self._project(inputs, table), "float32")
     vectors = ops.take(table, inputs, axis=0)
     if self.scale:
       vectors = vectors * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
     return vectors
+
+  def _project(self, inputs, table):
+    """inputs @ table^T as one 2-D matmul over every position.
+
+    Flattened first because TensorFlow runs a [b, t, d] x [d, V] product as a
+    broadcast batch matmul whose table gradient is b separate [d, V] products
+    summed afterwards (keras.ops.einsum("btd,vd->btv") lowers to that): at
+    vocab 37000 the base step ran at 0.61x. One [b*t, d] x [d, V] product is
+    what tf.einsum did before the keras.ops core; XLA (JAX) sees the same.
+    """
+    leading = ops.shape(inputs)[:-1]
+    flat = ops.reshape(inputs, (-1, self.d_model))
+    logits = ops.matmul(flat, ops.transpose(table))
+    return ops.reshape(logits, tuple(leading) + (self.vocab_size,))
 
   def compute_output_spec(self, inputs, reverse=False):
     if reverse:
