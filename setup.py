@@ -38,7 +38,7 @@ setup(
     ],
     # "plots" stays (now empty) so `pip install -e .[plots]` from older instructions still works.
     # "jax": the keras.ops model core on the JAX backend (CPU wheels; tests/test_backends.py).
-    extras_require={"test": ["pytest>=8", "jax[cpu]"], "jax": ["jax[cpu]"], "plots": []},
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "jax[cpu]"], "jax": ["jax[cpu]"], "plots": []},
     entry_points={
         "console_scripts": [
             "t2t-trainer=t2tlite.bin.t2t_trainer:run",

@@ -125,8 +125,9 @@ def one_line_error(proc, *fragments):
 def registry_sections(text):
   """--registry_help's text -> {heading: [entry names]}; an entry's name is its first word.
 
-  Headings are unindented lines "kind (count):"; entries are the indented lines
-  below one. The count must be the number of entries listed.
+  Headings are unindented lines "kind (count):"; entries are the lines indented by
+  two spaces below one (deeper lines, "alias NAME: ...", belong to the entry above).
+  The count must be the number of entries listed.
   """
   sections, heading = {}, None
   for line in text.splitlines():
@@ -134,7 +135,7 @@ def registry_sections(text):
       heading, count = line.rstrip()[:-2].rsplit(" (", 1)
       sections[heading] = []
       expected = int(count)
-    elif heading and line.startswith("  ") and line.strip():
+    elif heading and line.startswith("  ") and not line.startswith("   ") and line.strip():
       sections[heading].append(line.split()[0])
       assert len(sections[heading]) <= expected, line
   return sections

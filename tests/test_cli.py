@@ -81,7 +81,6 @@ def test_datagen_train_decode_end_to_end(tmp_path):
                      check=False), "line 2 is not valid UTF-8")
 
 
-@pytest.mark.slow
 def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   out = str(tmp_path / "run")
   args = command("t2t-trainer") + [
@@ -90,7 +89,8 @@ def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
       "--eval_steps=1", "--log_every=5", "--eval_decode_lines=4"]
   proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.time() + 300
-  while not os.path.exists(os.path.join(out, "ckpt-10.index")):
+  # The manifest is written last, once ckpt-10 and the checkpoint state file are complete.
+  while not os.path.exists(os.path.join(out, "ckpt-10.manifest.json")):
     assert proc.poll() is None and time.time() < deadline, "trainer ended before ckpt-10"
     time.sleep(0.2)
   proc.send_signal(signal.SIGKILL)

@@ -67,10 +67,11 @@ def test_datagen_writes_skips_finished_work_and_reads_back(tmp_path):
   problem = registry.problem("algorithmic_copy")
   problem.generate_data(str(tmp_path))
   files = sorted(os.listdir(tmp_path))
-  assert files == ["algorithmic_copy-dev.inputs", "algorithmic_copy-dev.targets",
-                   "algorithmic_copy-dev.tfrecord", "algorithmic_copy-test.inputs",
+  assert files == ["algorithmic_copy-dev.inputs", "algorithmic_copy-dev.manifest.json",
+                   "algorithmic_copy-dev.targets", "algorithmic_copy-dev.tfrecord",
+                   "algorithmic_copy-test.inputs", "algorithmic_copy-test.manifest.json",
                    "algorithmic_copy-test.targets", "algorithmic_copy-test.tfrecord",
-                   "algorithmic_copy-train.tfrecord"]
+                   "algorithmic_copy-train.manifest.json", "algorithmic_copy-train.tfrecord"]
   mtimes = {f: os.path.getmtime(tmp_path / f) for f in files}
   time.sleep(0.05)
   problem.generate_data(str(tmp_path))

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from t2tlite import registry
 from t2tlite.data import parallel_text, subword
-from t2tlite.problems.problem import ProblemError
+from t2tlite.problems.problem import Problem, ProblemError
 from t2tlite.training import input_pipeline
 from tests.helpers import SHARED as SHARED_ROOT, TINY_SHAPE, hparams_flag, run
 
@@ -280,6 +280,11 @@ def test_parallel_text_errors_name_the_files_and_lines(tmp_path):
   assert (stats.read, stats.kept, stats.empty) == (3, 2, 1)
 
 
+class _NoOptions(Problem):
+  """A problem with no options of its own (the base class's configure)."""
+  name = "no_options"
+
+
 def test_translate_files_option_errors(tmp_path):
   problem = registry.problem("translate_files")
   with pytest.raises(Exception, match="unknown key 'train_src'; did you mean train_source"):
@@ -288,7 +293,9 @@ def test_translate_files_option_errors(tmp_path):
   with pytest.raises(ProblemError, match="train_target is not set but train_source is"):
     problem.generate_data(str(tmp_path))
   with pytest.raises(ProblemError, match="takes no options"):
-    registry.problem("algorithmic_reverse").configure("vocab_size=3")
+    _NoOptions().configure("vocab_size=3")
+  with pytest.raises(Exception, match="--problem_options: unknown key 'vocab_size'"):
+    registry.problem("algorithmic_reverse").configure("vocab_size=3")  # It takes seed, test_seed.
 
 
 def test_datagen_cli_reports_bad_input_in_one_line(tmp_path):
