@@ -34,7 +34,7 @@ flags.DEFINE_enum("kind", "encoder", ["encoder", "decoder", "encoder_decoder"],
 flags.DEFINE_integer("layer", 0, "Layer of Figures 3-5, from 1 (0: the second-to-last, as the "
                      "paper's 'layer 5 of 6').")
 flags.DEFINE_string("token", "", "Query token of Figures 3 and 4: its position from 1 or its "
-                    "text (default: the token whose attention reaches farthest).")
+                    "text (default: the token that puts the most weight farthest away).")
 flags.DEFINE_string("heads", "", "One or two heads of Figures 4 and 5, from 1, e.g. 5,6 "
                     "(default: the two with the sharpest attention in the layer).")
 flags.DEFINE_bool("merge_pieces", False, "Merge subword pieces into words: weights summed over "

@@ -63,7 +63,7 @@ def choose_view(attention: SentenceAttention, kind: str = "encoder", layer: int 
   """The user's choices (layers, heads and positions counted from 1; 0 or "" = default).
 
   Defaults: the second-to-last layer (the paper's "layer 5 of 6"), the query
-  token whose attention reaches farthest (Figure 3's long-distance
+  token that puts the most weight farthest away (Figure 3's long-distance
   dependency), and the two heads with the sharpest attention in that layer.
   --token is a position (from 1) or a token's text (its first occurrence; a
   word finds the piece that starts it, "making" finds "▁making").
