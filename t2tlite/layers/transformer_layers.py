@@ -121,6 +121,26 @@ class EncoderLayer(_SubLayerWrapper):
     return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                           lambda y: self.feed_forward(y, training=training), training)
 
+  def call_with_attention_weights(self, x, padding_mask=None, query_mask=None):
+    """Inference `call` that also returns the self-attention weights [b, h, s, s] float32.
+
+    `query_mask` bool [b, s] (True = real token): rows of padded queries are
+    zero. For looking inside a trained model (t2tlite/visualization); the
+    training graph never calls it.
+    """
+    weights = []
+
+    def attend(y):
+      out, w = self.self_attention.call_with_attention_weights(
+          y, attention_mask=padding_mask, query_mask=query_mask)
+      weights.append(w)
+      return out
+
+    x = self._residual(x, self.attention_norm, self.attention_dropout_layer, attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, weights[0]
+
 
 class DecoderLayer(_SubLayerWrapper):
   """Causal self-attention, encoder-decoder attention, then FFN.
@@ -153,6 +173,31 @@ class DecoderLayer(_SubLayerWrapper):
         training)
     return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                           lambda y: self.feed_forward(y, training=training), training)
+
+  def call_with_attention_weights(self, x, memory, memory_mask=None, query_mask=None):
+    """Inference `call` that also returns (self [b, h, t, t], cross [b, h, t, s]) weights.
+
+    Self-attention weights are zero after the query's position (look-ahead
+    mask), cross-attention weights are zero on padded source tokens, and rows
+    of padded target positions (False in `query_mask`, bool [b, t]) are zero.
+    """
+    weights = {}
+
+    def self_attend(y):
+      out, weights["self"] = self.self_attention.call_with_attention_weights(
+          y, causal=True, query_mask=query_mask)
+      return out
+
+    def cross_attend(y):
+      out, weights["cross"] = self.cross_attention.call_with_attention_weights(
+          y, memory, attention_mask=memory_mask, query_mask=query_mask)
+      return out
+
+    x = self._residual(x, self.self_norm, self.self_dropout_layer, self_attend, False)
+    x = self._residual(x, self.cross_norm, self.cross_dropout_layer, cross_attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, weights["self"], weights["cross"]
 
   def memory_key_values(self, memory):
     """Encoder output [b, s, d_model] -> cross-attention keys and values, computed once."""

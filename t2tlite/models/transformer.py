@@ -14,6 +14,8 @@ lives in t2tlite/training and t2tlite/decoding and imports this, never the
 reverse.
 """
 
+from typing import List, NamedTuple
+
 import keras
 from keras import ops
 
@@ -24,6 +26,17 @@ from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
 from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
 from t2tlite.registry import register_model
+
+
+class AttentionWeights(NamedTuple):
+  """Every layer's attention probabilities, each [b, heads, query, key] float32.
+
+  Rows of padded queries are zero; padded keys and (decoder self-attention)
+  future positions carry zero weight; every other row sums to 1.
+  """
+  encoder: List  # Encoder self-attention, per layer [b, h, s, s].
+  decoder: List  # Decoder self-attention (causal), per layer [b, h, t, t].
+  encoder_decoder: List  # Decoder queries over the encoder output, per layer [b, h, t, s].
 
 
 def shift_right(targets):
@@ -110,6 +123,37 @@ class Transformer(keras.Model):
     self.encoder_norm = encoder_norm
     self.decoder_norm = decoder_norm
     self._softmax = softmax
+
+  # --- Looking inside: the attention weights (never on the training or decoding path) ---
+  def call_with_attention_weights(self, inputs, targets):
+    """The teacher-forced forward pass (no dropout), also returning every attention's weights.
+
+    inputs [b, s] and targets [b, t] int32 ids (EOS-terminated, PAD_ID-padded,
+    as in training) -> (logits [b, t, vocab] float32, AttentionWeights), the
+    weights per layer, [layer][b, heads, query, key] float32. Decoder query
+    position i reads targets[i - 1] (shifted right) and predicts targets[i], so
+    decoder rows are labelled with the targets. Every attention goes through
+    the explicit path (`attention_with_weights`), so the functional graph the
+    trainer compiles is untouched; tests check the logits equal it.
+    """
+    source_real = ops.not_equal(inputs, PAD_ID)  # [b, s]
+    target_real = ops.not_equal(targets, PAD_ID)  # [b, t]
+    memory_mask = padding_mask(inputs, PAD_ID)
+    x = self.source_position(self.source_embedding(inputs))
+    encoder = []
+    for layer in self.encoder_layers:
+      x, w = layer.call_with_attention_weights(x, memory_mask, source_real)
+      encoder.append(w)
+    memory = x if self.encoder_norm is None else self.encoder_norm(x)
+    y = self.target_position(self.target_embedding(shift_right(targets)))
+    decoder, cross = [], []
+    for layer in self.decoder_layers:
+      y, w_self, w_cross = layer.call_with_attention_weights(y, memory, memory_mask, target_real)
+      decoder.append(w_self)
+      cross.append(w_cross)
+    if self.decoder_norm is not None:
+      y = self.decoder_norm(y)
+    return self._softmax(y), AttentionWeights(encoder, decoder, cross)
 
   # --- Incremental decoding ---
   def encode(self, inputs):
