@@ -3,10 +3,11 @@
 Each sub-layer is wrapped as the paper writes it, LayerNorm(x + Dropout(f(x)))
 ("post"), or as tensor2tensor v2 does, x + Dropout(f(LayerNorm(x))) ("pre");
 a pre-norm stack needs one more LayerNorm at its end (see models/transformer.py).
+Written in keras.ops: no TensorFlow import, every Keras backend.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from t2tlite.layers.attention import MultiHeadAttention
 
@@ -45,8 +46,7 @@ class _SubLayerWrapper(keras.layers.Layer):
 
   def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
                attention_dropout=0.0, relu_dropout=0.0, layer_norm_position="post",
-               layer_norm_epsilon=1e-6, activation="relu", use_bias=False, xla=True,
-               **kwargs):
+               layer_norm_epsilon=1e-6, activation="relu", use_bias=False, **kwargs):
     super().__init__(**kwargs)
     if layer_norm_position not in ("post", "pre"):
       raise ValueError(f"layer_norm_position must be 'post' or 'pre', got {layer_norm_position!r}")
@@ -61,12 +61,11 @@ class _SubLayerWrapper(keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.activation = activation
     self.use_bias = use_bias
-    self.xla = xla
 
   def _attention(self, name, query_shape, value_shape=None):
     layer = MultiHeadAttention(
         self.num_heads, self.key_dim, self.value_dim, dropout=self.attention_dropout,
-        use_bias=self.use_bias, xla=self.xla, dtype=self.dtype_policy, name=name)
+        use_bias=self.use_bias, dtype=self.dtype_policy, name=name)
     layer.build(query_shape, value_shape)
     return layer
 
@@ -98,7 +97,7 @@ class _SubLayerWrapper(keras.layers.Layer):
         d_ff=self.d_ff, dropout=self.dropout, attention_dropout=self.attention_dropout,
         relu_dropout=self.relu_dropout, layer_norm_position=self.layer_norm_position,
         layer_norm_epsilon=self.layer_norm_epsilon, activation=self.activation,
-        use_bias=self.use_bias, xla=self.xla)
+        use_bias=self.use_bias)
     return config
 
 
@@ -121,6 +120,26 @@ class EncoderLayer(_SubLayerWrapper):
         training)
     return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                           lambda y: self.feed_forward(y, training=training), training)
+
+  def call_with_attention_weights(self, x, padding_mask=None, query_mask=None):
+    """Inference `call` that also returns the self-attention weights [b, h, s, s] float32.
+
+    `query_mask` bool [b, s] (True = real token): rows of padded queries are
+    zero. For looking inside a trained model (t2tlite/visualization); the
+    training graph never calls it.
+    """
+    weights = []
+
+    def attend(y):
+      out, w = self.self_attention.call_with_attention_weights(
+          y, attention_mask=padding_mask, query_mask=query_mask)
+      weights.append(w)
+      return out
+
+    x = self._residual(x, self.attention_norm, self.attention_dropout_layer, attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, weights[0]
 
 
 class DecoderLayer(_SubLayerWrapper):
@@ -155,6 +174,31 @@ class DecoderLayer(_SubLayerWrapper):
     return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                           lambda y: self.feed_forward(y, training=training), training)
 
+  def call_with_attention_weights(self, x, memory, memory_mask=None, query_mask=None):
+    """Inference `call` that also returns (self [b, h, t, t], cross [b, h, t, s]) weights.
+
+    Self-attention weights are zero after the query's position (look-ahead
+    mask), cross-attention weights are zero on padded source tokens, and rows
+    of padded target positions (False in `query_mask`, bool [b, t]) are zero.
+    """
+    weights = {}
+
+    def self_attend(y):
+      out, weights["self"] = self.self_attention.call_with_attention_weights(
+          y, causal=True, query_mask=query_mask)
+      return out
+
+    def cross_attend(y):
+      out, weights["cross"] = self.cross_attention.call_with_attention_weights(
+          y, memory, attention_mask=memory_mask, query_mask=query_mask)
+      return out
+
+    x = self._residual(x, self.self_norm, self.self_dropout_layer, self_attend, False)
+    x = self._residual(x, self.cross_norm, self.cross_dropout_layer, cross_attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, weights["self"], weights["cross"]
+
   def memory_key_values(self, memory):
     """Encoder output [b, s, d_model] -> cross-attention keys and values, computed once."""
     return self.cross_attention.project_key_value(memory)
@@ -174,9 +218,10 @@ class DecoderLayer(_SubLayerWrapper):
       x: [r, 1, d_model], the embedded token at position `step` of each row.
       step: int32 scalar, the position being decoded.
       cache: {"key": [r, L, h, d_k], "value": [r, L, h, d_v]}.
-      history_index: int32 [r, L], flat index (row * L + position) into the
-        cache of position p of row r's hypothesis; positions > step are never
-        attended (causal mask) and may point anywhere valid.
+      history_index: int32 [r, H], H <= L, flat index (row * L + position)
+        into the cache of position p of row r's hypothesis; only positions < H
+        are read, positions > step are never attended (causal mask) and may
+        point anywhere valid.
       memory_kv: (keys, values) from `memory_key_values`, per sentence [b, s, h, d].
       memory_mask: [b, 1, 1, s] bool. Rows are grouped by sentence: r = b * k.
     Returns:
@@ -190,12 +235,13 @@ class DecoderLayer(_SubLayerWrapper):
       key, value = self.self_attention.project_key_value(y)
       new_cache["key"] = _write_position(cache["key"], key, step)
       new_cache["value"] = _write_position(cache["value"], value, step)
-      max_length = cache["key"].shape[1] or tf.shape(cache["key"])[1]
-      visible = tf.range(max_length) <= step  # Causality: nothing after `step`.
+      # Attended positions: history_index's width (the search's horizon, or the whole cache).
+      width = history_index.shape[1] or ops.shape(history_index)[1]
+      visible = ops.arange(width) <= step  # Causality: nothing after `step`.
       return self.self_attention.attend(
           query, _gather_history(new_cache["key"], history_index),
           _gather_history(new_cache["value"], history_index),
-          visible[tf.newaxis, tf.newaxis, tf.newaxis])
+          visible[None, None, None])
 
     def cross_attend(y):
       query = self.cross_attention.project_query(y)
@@ -210,13 +256,13 @@ class DecoderLayer(_SubLayerWrapper):
 
 def _gather_history(cache, history_index):
   """cache [r, L, h, d], history_index [r, L] flat row * L + position -> [r, L, h, d]."""
-  shape = tf.shape(cache)
-  flat = tf.reshape(cache, tf.concat([[-1], shape[2:]], 0))  # [r * L, h, d]
-  return tf.gather(flat, history_index)
+  flat = ops.reshape(cache, (-1,) + tuple(cache.shape[2:]))  # [r * L, h, d]
+  return ops.take(flat, history_index, axis=0)
 
 
 def _write_position(cache, update, step):
   """cache [b, L, h, d] with update [b, 1, h, d] written at position `step` (a scatter)."""
-  batch = tf.shape(cache)[0]
-  indices = tf.stack([tf.range(batch), tf.fill([batch], step)], axis=1)  # [b, 2]
-  return tf.tensor_scatter_nd_update(cache, indices, update[:, 0])
+  batch = ops.shape(cache)[0]
+  rows = ops.arange(batch, dtype="int32")
+  indices = ops.stack([rows, ops.full_like(rows, step)], axis=1)  # [b, 2]
+  return ops.scatter_update(cache, indices, update[:, 0])
