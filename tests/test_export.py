@@ -285,9 +285,11 @@ def test_in_graph_trees_equal_the_parsing_postprocessor_on_the_sample_treebank(s
   from t2tlite.data import linearize
   from t2tlite.decoding import graph_text
   from tests.helpers import sample_trees
-  pairs = [p for p in map(linearize.gold_pair, sample_trees(shared_dir)) if p is not None]
-  assert len(pairs) > 3000
-  sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
-  expected = [linearize.decoded_tree_line(t, s) for s, t in pairs]
-  got = graph_text.tree_lines(tf.constant(sources), tf.constant(targets)).numpy()
-  assert [g.decode("utf-8") for g in got] == expected
+  for target_words in (False, True):  # The paper's XX form, and each word in place of its XX.
+    pairs = [linearize.gold_pair(t, target_words) for t in sample_trees(shared_dir)]
+    pairs = [p for p in pairs if p is not None]
+    assert len(pairs) > 3000
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    expected = [linearize.decoded_tree_line(t, s, target_words=target_words) for s, t in pairs]
+    got = graph_text.tree_lines(tf.constant(sources), tf.constant(targets)).numpy()
+    assert [g.decode("utf-8") for g in got] == expected

@@ -65,8 +65,9 @@ class Decoder:
       constrained = dict(constraint=self.constraint,
                          constraint_state=self.constraint.initial_state(inputs, max_lengths))
     # The cached step reads positions < horizon only (search.py, "Horizons").
+    # An exported search (width known only per request) runs one loop over the whole buffer.
     horizons = (search.doubling_horizons(decode_length + 1, self.first_horizon)
-                if hp.use_cache else None)
+                if hp.use_cache and isinstance(decode_length, int) else None)
     if hp.beam_size == 1:
       step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID,

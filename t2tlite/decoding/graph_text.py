@@ -96,21 +96,25 @@ def tree_lines(sources, targets):
   """Parsing: source words string [n] and linearized trees string [n] -> EVALB lines [n].
 
   The in-graph twin of `linearize.decoded_tree_line` for well-formed trees
-  with one `XX` per source word (what the tree constraint guarantees):
+  with one word slot per source word (what the tree constraint guarantees):
   `(S (NP XX XX )NP )S` over "a b" -> `(TOP (S (NP (XX a) (XX b))))`. Each
-  `XX` takes the next source word, a closing `)LABEL` becomes `)`.
+  slot (`XX`, or the word itself with `target_words`) takes the next source
+  word, a closing `)LABEL` becomes `)`.
   """
   tokens = tf.strings.split(targets)  # [n, (tokens)]
   lengths = tokens.row_lengths()
   dense = tokens.to_tensor("")  # [n, t]
   words = tf.strings.split(sources).to_tensor("")  # [n, w]
   words = tf.pad(words, [[0, 0], [0, 1]])  # A column to index when a row has no words.
-  is_word = tf.equal(dense, "XX")
+  # A word slot is any token but a bracket: `XX`, or with the target_words option the word
+  # itself (linearize.delinearize places the source word there either way).
+  opening = tf.strings.regex_full_match(dense, r"\([^)]+")
+  closing = tf.strings.regex_full_match(dense, r"\)[^(]*")
+  is_word = ~opening & ~closing & tf.not_equal(dense, "")
   # The k-th XX of a row takes that row's k-th word.
   word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1, exclusive=True)
   word_index = tf.minimum(word_index, tf.shape(words)[1] - 1)
   preterminals = tf.strings.join(["(XX ", tf.gather(words, word_index, batch_dims=1), ")"])
-  closing = tf.strings.regex_full_match(dense, r"\).*")
   dense = tf.where(is_word, preterminals, tf.where(closing, ")", dense))
   text = tf.strings.reduce_join(tf.RaggedTensor.from_tensor(dense, lengths=lengths), axis=-1,
                                 separator=" ")
