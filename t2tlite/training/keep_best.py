@@ -119,6 +119,7 @@ class BestKeeper:
         prefix = os.path.join(best_dir(self.output_dir), name)
         for stale in checkpoint_manifest.all_files(prefix):  # A kill before best.json named it.
           os.remove(stale)
+        os.makedirs(best_dir(self.output_dir), exist_ok=True)
         self._save_weights(prefix)
         checkpoint_manifest.write_manifest(prefix)
       self.state.update(value=value, step=step, checkpoint=name, evaluations_since_best=0)

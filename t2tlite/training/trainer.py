@@ -120,7 +120,7 @@ class Trainer:
 
   def _write_weights(self, prefix: str) -> None:
     """A model-only checkpoint of the current weights at `prefix` (best/, like averaged/)."""
-    tf.train.Checkpoint(model=checkpoints.model_trackable(self.model)).write(prefix)
+    checkpoints.write_model(self.model, prefix)
 
   def _make_manager(self) -> tf.train.CheckpointManager:
     return tf.train.CheckpointManager(
@@ -278,8 +278,20 @@ class Trainer:
     return decoded.metrics
 
   def evaluate(self, step: Optional[int] = None) -> dict:
-    """Teacher-forced loss, NLL, perplexity and accuracies on the dev split."""
+    """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best."""
     step = self.step if step is None else step
+    scalars = self.dev_metrics()
+    if not scalars:
+      return {}
+    if step > self._logged["eval"]:  # A resumed run does not log a step twice.
+      progress.write_scalars(self.eval_writer, step, scalars)
+    logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
+    if self.best is not None:
+      self.best.observe(step, scalars)
+    return scalars
+
+  def dev_metrics(self) -> dict:
+    """Teacher-forced loss, NLL, perplexity and accuracies on dev, and the decoded metrics."""
     if not self.problem.has_data("dev", self.data_dir):
       logging.warning("no dev data for %s in %s: evaluation skipped", self.problem.name,
                       self.data_dir)
@@ -301,11 +313,6 @@ class Trainer:
                                        "sequence_accuracy")}
     if self.options.eval_decode and self.is_chief:  # Decoding needs no other worker.
       scalars.update(self.decode_dev())
-    if step > self._logged["eval"]:  # A resumed run does not log a step twice.
-      progress.write_scalars(self.eval_writer, step, scalars)
-    logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
-    if self.best is not None:
-      self.best.observe(step, scalars)
     return scalars
 
   def _seconds_trained(self) -> float:
