@@ -37,7 +37,8 @@ setup(
         "filelock>=3.12",  # One trainer per run directory: an OS lock that dies with its owner.
     ],
     # "plots" stays (now empty) so `pip install -e .[plots]` from older instructions still works.
-    extras_require={"test": ["pytest>=8"], "plots": []},
+    # "jax": the keras.ops model core on the JAX backend (CPU wheels; tests/test_backends.py).
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "jax[cpu]"], "jax": ["jax[cpu]"], "plots": []},
     entry_points={
         "console_scripts": [
             "t2t-trainer=t2tlite.bin.t2t_trainer:run",

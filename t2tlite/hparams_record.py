@@ -75,7 +75,7 @@ class HParams:
 
   # --- Numerics and compilation ---
   dtype: str = "float32"  # Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (with dynamic loss scaling).
-  xla: str = "auto"  # XLA-compile: "true", "false", or "auto" = train step and attention on GPU/TPU only, decode search always (t2tlite/xla_choice.py).
+  xla: str = "auto"  # XLA-compile: "true", "false", or "auto" = train step on GPU/TPU only, decode search always (t2tlite/xla_choice.py).
 
   # --- Vocabulary: filled from the problem at run time, saved so decoding rebuilds the same model ---
   input_vocab_size: int = 0  # Source vocabulary size; 0 until the problem sets it.

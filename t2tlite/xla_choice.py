@@ -1,6 +1,6 @@
 """What the `xla` hparam ("auto", "true" or "false") means where the run is.
 
-Training: "auto" compiles the train and eval steps (and attention) with XLA on
+Training: "auto" compiles the train and eval steps with XLA on
 a GPU or TPU, and not on a CPU, where the compiled step is slower and every
 bucket shape costs a compilation (README: a 200-step Multi30k run took 5
 minutes instead of 1). Decoding: the search compiles unless xla=false, CPU
@@ -38,7 +38,7 @@ def accelerator() -> str:
 
 
 def train_xla(hparams) -> bool:
-  """Whether the train/eval steps and the model's attention are XLA-compiled."""
+  """Whether the train/eval steps are XLA-compiled (each whole, model included)."""
   value = normalize(hparams.xla)
   if value != AUTO:
     return value == TRUE

@@ -1,37 +1,64 @@
-"""Scaled dot-product and multi-head attention (Section 3.2).
+"""Scaled dot-product and multi-head attention (Section 3.2), in keras.ops.
 
 Tensors keep the layout [batch, length, heads, depth] throughout (the layout
-of keras.layers.MultiHeadAttention), so the per-head projections are plain
-Dense layers reshaped, and the incremental decoder updates its key/value cache
-at one position with a scatter, without transposes.
+of keras.layers.MultiHeadAttention and of `keras.ops.dot_product_attention`),
+so the per-head projections are plain Dense layers reshaped, and the
+incremental decoder updates its key/value cache at one position with a
+scatter, without transposes.
+
+One attention function, two paths computing the same numbers:
+- the fused path, `keras.ops.dot_product_attention`, where the attention is
+  exactly the paper's (scale 1/sqrt(d_k), a boolean mask, nothing else): on a
+  GPU under JAX it reaches the fused (cuDNN / flash) kernels;
+- the explicit path (matmul, float32 softmax, optional dropout), used when
+  attention dropout is on, when segment masks apply, when the weights are
+  asked for (`attention_with_weights`), and for a single query position
+  (incremental decoding, where a multiply-and-reduce beats tiny matmuls).
+tests/test_attention_paths.py ties the two.
 
 Masks are booleans (True = may attend), so no dtype policy can touch them
 (Keras autocasts float arguments of a layer to its compute dtype, which would
-turn a float32 -1e9 bias into -inf in float16). They become a float32 bias
-only inside the attention core, after the logits are cast to float32: -1e9
-never meets a 16-bit type, and a fully masked row (a padded query) gives a
-uniform distribution instead of NaN.
+turn a float32 -1e9 bias into -inf in float16). Logits are cast to float32
+before the mask and the softmax on both paths: the mask value never meets a
+16-bit type, and a fully masked row gives a uniform distribution, not NaN.
+
+Padded query rows. A key padding mask hides padded *keys*; a padded query
+still attends over the real keys like any other query, on both paths, and
+its output is never read (the loss and the cross-attention mask ignore it).
+Only the weights returned by `attention_with_weights` treat padded queries
+apart: given `query_mask`, their rows are all zero (not uniform), so that a
+view of the weights shows them blank.
+
+Nothing here imports TensorFlow: the model runs on every Keras backend. The
+XLA-compiled form that TF callers used is in t2tlite/tf_compiled.py.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from t2tlite.constants import NEG_INF, PAD_ID
 
 
 def padding_mask(ids, pad_id: int = PAD_ID):
   """[batch, length] token ids -> [batch, 1, 1, length] bool, False at pads."""
-  real = keras.ops.not_equal(ids, pad_id)
-  return keras.ops.expand_dims(keras.ops.expand_dims(real, 1), 1)
+  real = ops.not_equal(ids, pad_id)
+  return ops.expand_dims(ops.expand_dims(real, 1), 1)
 
 
 def causal_mask(length):
   """[1, 1, length, length] bool: position i may attend to positions <= i."""
-  positions = tf.range(length)
-  return (positions[:, tf.newaxis] >= positions[tf.newaxis, :])[tf.newaxis, tf.newaxis]
+  positions = ops.arange(length)
+  return ops.expand_dims(ops.expand_dims(
+      ops.greater_equal(ops.expand_dims(positions, 1), ops.expand_dims(positions, 0)), 0), 0)
 
 
-def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0, seed=None):
+def segment_mask(query_segments, key_segments):
+  """int [b, t] and [b, s] segment ids -> [b, 1, t, s] bool: attend within one segment only."""
+  return ops.equal(query_segments[:, None, :, None], key_segments[:, None, None, :])
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0, seed=None,
+                                 causal=False, segment_ids=None):
   """softmax(Q K^T / sqrt(d_k)) V over allowed positions, with the softmax in float32.
 
   Args:
@@ -41,56 +68,138 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0,
     mask: bool, broadcastable to [batch, heads, q_length, kv_length] (True =
       may attend), or None.
     dropout_rate: dropout on the attention weights (Python float).
-    seed: int [2] seed for stateless dropout; required when dropout_rate > 0.
+    seed: for dropout (required when dropout_rate > 0): a
+      keras.random.SeedGenerator, an int, or an int [2] seed tensor.
+    causal: also mask every key after the query's position (q_length == kv_length).
+    segment_ids: None, or (query_segments [b, q_length], key_segments [b, kv_length])
+      int: a query attends only to keys of its own segment (packed sequences).
   Returns:
     [batch, q_length, heads, d_v] in the dtype of `value`.
   """
-  depth = tf.cast(tf.shape(query)[-1], tf.float32)
-  query = query * tf.cast(tf.math.rsqrt(depth), query.dtype)  # Scale first: smaller 16-bit products.
+  explicit = dropout_rate > 0.0 or segment_ids is not None or query.shape[1] == 1
+  mask = _combined_mask(query, mask, causal, segment_ids)
+  if not explicit:
+    return _fused_attention(query, key, value, mask)
+  context, _ = _explicit_attention(query, key, value, mask, dropout_rate, seed)
+  return context
+
+
+def _fused_attention(query, key, value, mask):
+  """keras.ops.dot_product_attention with the mask as an additive -1e9 bias on the logits.
+
+  The bias is [b, 1, t, s] (padding and look-ahead combined, as the explicit
+  path adds them), which keeps the op to the paper's attention plus one add:
+  no full-size boolean mask to build per head. The op casts a bias to the
+  compute dtype, where -1e9 is finite in float32 and bfloat16 but -inf in
+  float16, so under float16 the boolean mask goes in as a mask instead (same
+  result: masked logits become the op's large negative number).
+  """
+  scale = query.shape[-1] ** -0.5
+  if mask is None:
+    return ops.dot_product_attention(query, key, value, scale=scale)
+  if keras.backend.standardize_dtype(query.dtype) == "float16":
+    return ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+  return ops.dot_product_attention(query, key, value, bias=ops.where(mask, 0.0, NEG_INF),
+                                   scale=scale)
+
+
+def attention_with_weights(query, key, value, mask=None, dropout_rate=0.0, seed=None,
+                           causal=False, segment_ids=None, query_mask=None):
+  """The explicit path: (context, weights), same arguments as `scaled_dot_product_attention`.
+
+  `query_mask`: bool broadcastable to [batch, 1, q_length, 1] (True = real
+  query), or None; rows of padded queries in the returned weights are zero.
+  Returns (context [batch, q_length, heads, d_v] in the dtype of `value`,
+  weights [batch, heads, q_length, kv_length] float32): the attention
+  probabilities before dropout; each real query's row sums to 1 over the
+  keys it may attend to and is 0 elsewhere.
+  """
+  mask = _combined_mask(query, mask, causal, segment_ids)
+  context, weights = _explicit_attention(query, key, value, mask, dropout_rate, seed)
+  if query_mask is not None:
+    weights = ops.where(query_mask, weights, 0.0)
+  return context, weights
+
+
+def _combined_mask(query, mask, causal, segment_ids):
+  """The one bool mask of the explicit path (None when nothing is masked)."""
+  extra = []
+  if causal:
+    extra.append(causal_mask(ops.shape(query)[1]))
+  if segment_ids is not None:
+    extra.append(segment_mask(*segment_ids))
+  for part in extra:
+    mask = part if mask is None else ops.logical_and(mask, part)
+  return mask
+
+
+def _explicit_attention(query, key, value, mask, dropout_rate, seed):
+  """-> (context [b, t, h, d_v], float32 weights [b, h, t, s] before dropout)."""
   one_query = query.shape[1] == 1  # Incremental decoding: one position per step.
   if one_query:
     # Multiply-and-reduce instead of B*h batched [1, d] x [d, S] matmuls, which
     # XLA's CPU backend runs as thousands of tiny calls (bench/decode_speed.py).
-    logits = tf.reduce_sum(query * key, axis=-1)  # [B, S, h]
-    logits = tf.transpose(logits, [0, 2, 1])[:, :, tf.newaxis, :]  # [B, h, 1, S]
+    logits = ops.sum(query * key, axis=-1)  # [B, S, h]
+    logits = ops.expand_dims(ops.transpose(logits, [0, 2, 1]), 2)  # [B, h, 1, S]
   else:
-    logits = tf.einsum("bthd,bshd->bhts", query, key)  # [B, h, T, S]
-  logits = tf.cast(logits, tf.float32)
+    logits = ops.einsum("bthd,bshd->bhts", query, key)  # [B, h, T, S]
+  logits = ops.cast(logits, "float32") * (query.shape[-1] ** -0.5)
   if mask is not None:
-    logits += tf.where(mask, 0.0, NEG_INF)  # Illegal positions -> -1e9 (Section 3.2.3).
-  weights = tf.nn.softmax(logits, axis=-1)
+    logits = logits + ops.where(mask, 0.0, NEG_INF)  # Illegal positions -> -1e9 (Section 3.2.3).
+  if logits.shape[-1] == 1:  # One key: weight 1 (keras.ops.softmax warns on a size-1 axis).
+    weights = ops.ones_like(logits)
+  else:
+    weights = ops.softmax(logits, axis=-1)
+  attended = weights
   if dropout_rate > 0.0:
-    keep = tf.random.stateless_uniform(tf.shape(weights), seed=seed) >= dropout_rate
-    weights = tf.where(keep, weights / (1.0 - dropout_rate), 0.0)
-  weights = tf.cast(weights, value.dtype)
+    keep = _uniform(ops.shape(weights), seed) >= dropout_rate
+    attended = ops.where(keep, weights / (1.0 - dropout_rate), 0.0)
+  attended = ops.cast(attended, value.dtype)
   if one_query:
-    per_position = tf.transpose(weights[:, :, 0, :], [0, 2, 1])[..., tf.newaxis]  # [B, S, h, 1]
-    return tf.reduce_sum(per_position * value, axis=1, keepdims=True)  # [B, 1, h, d_v]
-  return tf.einsum("bhts,bshd->bthd", weights, value)  # [B, T, h, d_v]
+    per_position = ops.expand_dims(ops.transpose(attended[:, :, 0, :], [0, 2, 1]), -1)  # [B, S, h, 1]
+    return ops.sum(per_position * value, axis=1, keepdims=True), weights  # [B, 1, h, d_v]
+  return ops.einsum("bhts,bshd->bthd", attended, value), weights  # [B, T, h, d_v]
 
 
-# The same function compiled by XLA. Inside an already-compiled step it simply
-# inlines; called from uncompiled code it is compiled once per shape.
-xla_scaled_dot_product_attention = tf.function(scaled_dot_product_attention, jit_compile=True)
+def _uniform(shape, seed):
+  """Uniform [0, 1) float32 noise, a pure function of `seed`.
+
+  keras.random takes a SeedGenerator or an int on every backend, and a seed
+  tensor under JAX; a [2] seed tensor under TensorFlow (what a SeedGenerator
+  draws inside a compiled step) goes to TF's stateless op, imported here only
+  on that backend, where it is loaded already.
+  """
+  if isinstance(seed, (int, keras.random.SeedGenerator)) or keras.config.backend() != "tensorflow":
+    return keras.random.uniform(shape, seed=seed)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.random.stateless_uniform(shape, seed=seed)
+
+
+def __getattr__(name):
+  """`xla_scaled_dot_product_attention`, the TF-compiled form, under its old name here."""
+  if name == "xla_scaled_dot_product_attention":
+    from t2tlite import tf_compiled  # pylint: disable=import-outside-toplevel
+    return tf_compiled.xla_scaled_dot_product_attention
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MultiHeadAttention(keras.layers.Layer):
   """Multi-head attention with d_k and d_v independent of d_model / h.
 
   W^Q, W^K: d_model x (h * d_k); W^V: d_model x (h * d_v); W^O: (h * d_v) x d_model.
-  `call` serves training and full forward passes; `project_key_value` and
-  `attend` let the decoder cache keys/values (see layers/transformer_layers.py).
+  `call` serves training and full forward passes; `call_with_attention_weights`
+  also returns the weights; `project_key_value` and `attend` let the decoder
+  cache keys/values (see layers/transformer_layers.py).
   """
 
   def __init__(self, num_heads, key_dim, value_dim, dropout=0.0, use_bias=False,
-               xla=True, kernel_initializer="glorot_uniform", **kwargs):
+               kernel_initializer="glorot_uniform", **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_dim = key_dim
     self.value_dim = value_dim
     self.dropout = dropout
     self.use_bias = use_bias
-    self.xla = xla
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self.seed_generator = keras.random.SeedGenerator()
 
@@ -115,7 +224,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def _split_heads(self, x, depth):
     """[batch, length, heads * depth] -> [batch, length, heads, depth]."""
-    return tf.reshape(x, tf.concat([tf.shape(x)[:2], [self.num_heads, depth]], 0))
+    shape = ops.shape(x)
+    return ops.reshape(x, (shape[0], shape[1], self.num_heads, depth))
+
+  def _merge_heads(self, context):
+    """[batch, length, heads, d_v] -> [batch, length, heads * d_v]."""
+    shape = ops.shape(context)
+    return ops.reshape(context, (shape[0], shape[1], self.num_heads * self.value_dim))
 
   def project_query(self, query):
     return self._split_heads(self.query_dense(query), self.key_dim)
@@ -126,15 +241,16 @@ class MultiHeadAttention(keras.layers.Layer):
     value = self._split_heads(self.value_dense(value), self.value_dim)
     return key, value
 
-  def attend(self, query, key, value, mask=None, training=False):
-    """Projected query [b, t, h, d_k] over cached/projected keys -> [b, t, d_model]."""
+  def _dropout_args(self, training):
     rate = self.dropout if training else 0.0
-    seed = self.seed_generator.next() if rate > 0.0 else None
-    attention = xla_scaled_dot_product_attention if self.xla else scaled_dot_product_attention
-    context = attention(query, key, value, mask, rate, seed)  # [b, t, h, d_v]
-    context = tf.reshape(context, tf.concat([tf.shape(context)[:2],
-                                             [self.num_heads * self.value_dim]], 0))
-    return self.output_dense(context)
+    return rate, (self.seed_generator if rate > 0.0 else None)
+
+  def attend(self, query, key, value, mask=None, training=False, causal=False):
+    """Projected query [b, t, h, d_k] over cached/projected keys -> [b, t, d_model]."""
+    rate, seed = self._dropout_args(training)
+    context = scaled_dot_product_attention(query, key, value, mask, rate, seed,
+                                           causal=causal)  # [b, t, h, d_v]
+    return self.output_dense(self._merge_heads(context))
 
   def attend_grouped(self, query, key, value, mask=None):
     """One query per row, rows grouped by sentence, over per-sentence keys (inference).
@@ -145,11 +261,10 @@ class MultiHeadAttention(keras.layers.Layer):
     sentence instead of once per beam: the k queries of a sentence attend
     together as a length-k query block. Returns [b * k, 1, d_model].
     """
-    batch = key.shape[0] or tf.shape(key)[0]
-    grouped = tf.reshape(query, [batch, -1, self.num_heads, self.key_dim])  # [b, k, h, d_k]
-    attention = xla_scaled_dot_product_attention if self.xla else scaled_dot_product_attention
-    context = attention(grouped, key, value, mask)  # [b, k, h, d_v]
-    context = tf.reshape(context, [-1, 1, self.num_heads * self.value_dim])
+    batch = key.shape[0] or ops.shape(key)[0]
+    grouped = ops.reshape(query, (batch, -1, self.num_heads, self.key_dim))  # [b, k, h, d_k]
+    context = scaled_dot_product_attention(grouped, key, value, mask)  # [b, k, h, d_v]
+    context = ops.reshape(context, (-1, 1, self.num_heads * self.value_dim))
     return self.output_dense(context)
 
   def call(self, query, value=None, attention_mask=None, causal=False, training=None):
@@ -159,12 +274,27 @@ class MultiHeadAttention(keras.layers.Layer):
     look-ahead mask of decoder self-attention.
     """
     value = query if value is None else value
-    mask = attention_mask
-    if causal:
-      look_ahead = causal_mask(tf.shape(query)[1])
-      mask = look_ahead if mask is None else tf.logical_and(mask, look_ahead)
     key, value = self.project_key_value(value)
-    return self.attend(self.project_query(query), key, value, mask, bool(training))
+    return self.attend(self.project_query(query), key, value, attention_mask, bool(training),
+                       causal=causal)
+
+  def call_with_attention_weights(self, query, value=None, attention_mask=None, causal=False,
+                                  query_mask=None, training=None):
+    """Like `call`, returning (output [b, t, d_model], weights [b, h, t, s] float32).
+
+    The weights come from the explicit path (`attention_with_weights`); rows
+    of padded queries (False in `query_mask`, bool [b, t]) are zero. A method
+    of its own rather than a flag of `call`, so that `call` has one return type.
+    """
+    value = query if value is None else value
+    key, value = self.project_key_value(value)
+    rate, seed = self._dropout_args(bool(training))
+    if query_mask is not None:
+      query_mask = query_mask[:, None, :, None]
+    context, weights = attention_with_weights(
+        self.project_query(query), key, value, attention_mask, rate, seed, causal=causal,
+        query_mask=query_mask)
+    return self.output_dense(self._merge_heads(context)), weights
 
   def compute_output_shape(self, query_shape, value_shape=None):
     return query_shape
@@ -173,6 +303,6 @@ class MultiHeadAttention(keras.layers.Layer):
     config = super().get_config()
     config.update(
         num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
-        dropout=self.dropout, use_bias=self.use_bias, xla=self.xla,
+        dropout=self.dropout, use_bias=self.use_bias,
         kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
     return config

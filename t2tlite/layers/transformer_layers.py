@@ -3,10 +3,11 @@
 Each sub-layer is wrapped as the paper writes it, LayerNorm(x + Dropout(f(x)))
 ("post"), or as tensor2tensor v2 does, x + Dropout(f(LayerNorm(x))) ("pre");
 a pre-norm stack needs one more LayerNorm at its end (see models/transformer.py).
+Written in keras.ops: no TensorFlow import, every Keras backend.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from t2tlite.layers.attention import MultiHeadAttention
 
@@ -45,8 +46,7 @@ class _SubLayerWrapper(keras.layers.Layer):
 
   def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
                attention_dropout=0.0, relu_dropout=0.0, layer_norm_position="post",
-               layer_norm_epsilon=1e-6, activation="relu", use_bias=False, xla=True,
-               **kwargs):
+               layer_norm_epsilon=1e-6, activation="relu", use_bias=False, **kwargs):
     super().__init__(**kwargs)
     if layer_norm_position not in ("post", "pre"):
       raise ValueError(f"layer_norm_position must be 'post' or 'pre', got {layer_norm_position!r}")
@@ -61,12 +61,11 @@ class _SubLayerWrapper(keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.activation = activation
     self.use_bias = use_bias
-    self.xla = xla
 
   def _attention(self, name, query_shape, value_shape=None):
     layer = MultiHeadAttention(
         self.num_heads, self.key_dim, self.value_dim, dropout=self.attention_dropout,
-        use_bias=self.use_bias, xla=self.xla, dtype=self.dtype_policy, name=name)
+        use_bias=self.use_bias, dtype=self.dtype_policy, name=name)
     layer.build(query_shape, value_shape)
     return layer
 
@@ -98,7 +97,7 @@ class _SubLayerWrapper(keras.layers.Layer):
         d_ff=self.d_ff, dropout=self.dropout, attention_dropout=self.attention_dropout,
         relu_dropout=self.relu_dropout, layer_norm_position=self.layer_norm_position,
         layer_norm_epsilon=self.layer_norm_epsilon, activation=self.activation,
-        use_bias=self.use_bias, xla=self.xla)
+        use_bias=self.use_bias)
     return config
 
 
@@ -190,12 +189,12 @@ class DecoderLayer(_SubLayerWrapper):
       key, value = self.self_attention.project_key_value(y)
       new_cache["key"] = _write_position(cache["key"], key, step)
       new_cache["value"] = _write_position(cache["value"], value, step)
-      max_length = cache["key"].shape[1] or tf.shape(cache["key"])[1]
-      visible = tf.range(max_length) <= step  # Causality: nothing after `step`.
+      max_length = cache["key"].shape[1] or ops.shape(cache["key"])[1]
+      visible = ops.arange(max_length) <= step  # Causality: nothing after `step`.
       return self.self_attention.attend(
           query, _gather_history(new_cache["key"], history_index),
           _gather_history(new_cache["value"], history_index),
-          visible[tf.newaxis, tf.newaxis, tf.newaxis])
+          visible[None, None, None])
 
     def cross_attend(y):
       query = self.cross_attention.project_query(y)
@@ -210,13 +209,13 @@ class DecoderLayer(_SubLayerWrapper):
 
 def _gather_history(cache, history_index):
   """cache [r, L, h, d], history_index [r, L] flat row * L + position -> [r, L, h, d]."""
-  shape = tf.shape(cache)
-  flat = tf.reshape(cache, tf.concat([[-1], shape[2:]], 0))  # [r * L, h, d]
-  return tf.gather(flat, history_index)
+  flat = ops.reshape(cache, (-1,) + tuple(cache.shape[2:]))  # [r * L, h, d]
+  return ops.take(flat, history_index, axis=0)
 
 
 def _write_position(cache, update, step):
   """cache [b, L, h, d] with update [b, 1, h, d] written at position `step` (a scatter)."""
-  batch = tf.shape(cache)[0]
-  indices = tf.stack([tf.range(batch), tf.fill([batch], step)], axis=1)  # [b, 2]
-  return tf.tensor_scatter_nd_update(cache, indices, update[:, 0])
+  batch = ops.shape(cache)[0]
+  rows = ops.arange(batch, dtype="int32")
+  indices = ops.stack([rows, ops.full_like(rows, step)], axis=1)  # [b, 2]
+  return ops.scatter_update(cache, indices, update[:, 0])

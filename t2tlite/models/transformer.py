@@ -6,12 +6,17 @@ float32 logits [b, t, vocab] under teacher forcing, with targets shifted right
 inside the graph (id 0 starts every target, as in tensor2tensor). The same
 layers also serve incremental decoding through `encode`, `initial_decode_state`
 and `decode_step`, which beam search calls one position at a time.
+
+Written in keras.ops and importing keras only, so the same model runs on
+every Keras backend (tests/test_backends.py compares TensorFlow and JAX);
+what needs TensorFlow (compiled steps, tf.data, distribution, beam search)
+lives in t2tlite/training and t2tlite/decoding and imports this, never the
+reverse.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from t2tlite import xla_choice
 from t2tlite.constants import PAD_ID
 from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.layers.attention import padding_mask
@@ -23,7 +28,7 @@ from t2tlite.registry import register_model
 
 def shift_right(targets):
   """[b, t] -> [b, t]: prepend PAD_ID (the start symbol), drop the last position."""
-  return keras.ops.pad(targets, [[0, 0], [1, 0]], constant_values=PAD_ID)[:, :-1]
+  return ops.pad(targets, [[0, 0], [1, 0]], constant_values=PAD_ID)[:, :-1]
 
 
 @register_model("transformer")
@@ -41,7 +46,7 @@ class Transformer(keras.Model):
         dropout=hp.dropout, attention_dropout=hp.attention_dropout,
         relu_dropout=hp.relu_dropout, layer_norm_position=hp.layer_norm_position,
         layer_norm_epsilon=hp.layer_norm_epsilon, activation=hp.ffn_activation,
-        use_bias=hp.attention_use_bias, xla=xla_choice.train_xla(hp), dtype=dtype)
+        use_bias=hp.attention_use_bias, dtype=dtype)
 
     # --- Layers ---
     target_embedding = SharedEmbedding(
@@ -55,7 +60,7 @@ class Transformer(keras.Model):
     else:
       projection = keras.layers.Dense(hp.target_vocab_size, use_bias=False, dtype=dtype,
                                       name="softmax")
-      softmax = lambda x: keras.ops.cast(projection(x), "float32")
+      softmax = lambda x: ops.cast(projection(x), "float32")
 
     def positions(name):
       if hp.position_encoding == "learned":
@@ -131,16 +136,16 @@ class Transformer(keras.Model):
     sentence: the cross-attention keys/values, computed once here, and the
     memory mask.
     """
-    batch = tf.shape(memory)[0]
+    batch = ops.shape(memory)[0]
     hp = self.hparams
     dtype = self.compute_dtype
     state = {
         f"layer_{i}": {
-            "key": tf.zeros([batch, max_length, hp.num_heads, hp.key_dim], dtype),
-            "value": tf.zeros([batch, max_length, hp.num_heads, hp.value_dim], dtype),
+            "key": ops.zeros((batch, max_length, hp.num_heads, hp.key_dim), dtype),
+            "value": ops.zeros((batch, max_length, hp.num_heads, hp.value_dim), dtype),
         } for i in range(len(self.decoder_layers))
     }
-    state["history_rows"] = tf.zeros([batch, max_length], tf.int32)  # Set as decoding goes.
+    state["history_rows"] = ops.zeros((batch, max_length), "int32")  # Set as decoding goes.
     context = {
         "memory_kv": [layer.memory_key_values(memory) for layer in self.decoder_layers],
         "memory_mask": memory_mask,
@@ -154,13 +159,13 @@ class Transformer(keras.Model):
     layout of `search.tile_to_beams`); `context` is per sentence.
     """
     history_rows = state["history_rows"]
-    rows = tf.range(tf.shape(history_rows)[0])
-    max_length = history_rows.shape[1] or tf.shape(history_rows)[1]
-    positions = tf.range(max_length)
+    rows = ops.arange(ops.shape(history_rows)[0], dtype="int32")
+    max_length = history_rows.shape[1] or ops.shape(history_rows)[1]
+    positions = ops.arange(max_length, dtype="int32")
     # Positions before `step` come from the ancestors; `step` and after from the row itself.
-    history_rows = tf.where(positions[tf.newaxis] < step, history_rows, rows[:, tf.newaxis])
-    history_index = history_rows * max_length + positions[tf.newaxis]  # Into [r * L] caches.
-    y = self.target_embedding(ids[:, tf.newaxis])  # [r, 1, d_model]
+    history_rows = ops.where(positions[None] < step, history_rows, rows[:, None])
+    history_index = history_rows * max_length + positions[None]  # Into [r * L] caches.
+    y = self.target_embedding(ids[:, None])  # [r, 1, d_model]
     y = self.target_position(y, start_index=step)
     new_state = {"history_rows": history_rows}
     for i, layer in enumerate(self.decoder_layers):
@@ -178,13 +183,13 @@ class Transformer(keras.Model):
     Only the small history table moves; the caches stay where they were
     written, which is what makes a beam-search step cheap.
     """
-    return dict(state, history_rows=tf.gather(state["history_rows"], parent_rows))
+    return dict(state, history_rows=ops.take(state["history_rows"], parent_rows, axis=0))
 
   # --- Decoding without a cache (the reference the cache must equal; a speed baseline) ---
   def initial_uncached_state(self, memory, memory_mask, max_length):
     """Like `initial_decode_state`, but the state is only the ids decoded so far [b, L]."""
-    batch = tf.shape(memory)[0]
-    state = {"ids": tf.zeros([batch, max_length], tf.int32)}
+    batch = ops.shape(memory)[0]
+    state = {"ids": ops.zeros((batch, max_length), "int32")}
     return state, {"memory": memory, "memory_mask": memory_mask}
 
   def decode_step_uncached(self, ids, step, state, context):
@@ -195,14 +200,14 @@ class Transformer(keras.Model):
     Costs O(L) decoder passes of length L: what a decoder without a cache does.
     """
     history = state["ids"]
-    at_step = tf.equal(tf.range(tf.shape(history)[1]), step)[tf.newaxis, :]
-    history = tf.where(at_step, ids[:, tf.newaxis], history)
+    at_step = ops.equal(ops.arange(ops.shape(history)[1], dtype="int32"), step)[None, :]
+    history = ops.where(at_step, ids[:, None], history)
     y = self.target_position(self.target_embedding(history))
     for layer in self.decoder_layers:
       y = layer(y, context["memory"], memory_mask=context["memory_mask"], training=False)
     if self.decoder_norm is not None:
       y = self.decoder_norm(y)
-    y = tf.gather(y, [step], axis=1)  # [b, 1, d]
+    y = ops.take(y, ops.reshape(step, (1,)), axis=1)  # [b, 1, d]
     return self._softmax(y)[:, 0], {"ids": history}
 
   def get_config(self):

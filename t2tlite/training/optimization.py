@@ -5,10 +5,11 @@ with step counted from 1 (the optimizer's `iterations` counts from 0, so the
 first update uses step 1; step 0 would be 0 / infinity). `iterations` counts
 optimizer updates, so with gradient accumulation the schedule advances once
 per N micro-batches, as it would with one N-times-larger batch.
+Written in keras.ops: no TensorFlow import, every Keras backend.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="t2tlite")
@@ -21,10 +22,10 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     self.constant = constant
 
   def __call__(self, iterations):
-    step = tf.cast(iterations, tf.float32) + 1.0
-    warmup = tf.cast(self.warmup_steps, tf.float32)
+    step = ops.cast(iterations, "float32") + 1.0
+    warmup = float(self.warmup_steps)
     return (self.constant * self.d_model ** -0.5 *
-            tf.minimum(tf.math.rsqrt(step), step * warmup ** -1.5))
+            ops.minimum(ops.rsqrt(step), step * warmup ** -1.5))
 
   def get_config(self):
     return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,

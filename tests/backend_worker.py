@@ -1,0 +1,103 @@
+"""One backend's numbers for tests/test_backends.py: run as a script under KERAS_BACKEND=X.
+
+    python tests/backend_worker.py WEIGHTS.npz OUT.npz
+
+Builds the tiny Transformer (float32, no dropout) on the backend that
+KERAS_BACKEND names; if WEIGHTS.npz exists, loads every weight from it by its
+Keras path (the set of paths must match exactly), else writes its own
+initial weights there. Then, on a fixed batch with source and target padding
+(the decoder's causal mask always applies), writes to OUT.npz the logits,
+the label-smoothed loss per real target token and the gradient of that loss
+for every trainable weight ("grad:" + path). Imports only the keras core and
+this backend's framework, so under JAX it also shows the core runs without
+TensorFlow.
+"""
+
+import os
+import sys
+
+import keras
+import numpy as np
+
+from t2tlite.hparams import transformer as hparams_sets
+from t2tlite.models.transformer import Transformer
+from t2tlite.training import losses
+
+LABEL_SMOOTHING = 0.1
+
+
+def tiny_model():
+  """The tests' tiny shape (tests/helpers.py TINY_SHAPE), built without the problem registry."""
+  hp = hparams_sets.transformer_tiny().replace(
+      input_vocab_size=20, target_vocab_size=20, d_model=32, d_ff=64, num_heads=4,
+      dropout=0.0, attention_dropout=0.0, relu_dropout=0.0, dtype="float32")
+  return Transformer(hp)
+
+
+def fixed_batch():
+  """3 sentences; sources of 7, 4 and 2 ids and targets of 5, 3 and 1 (each ending in EOS=1)."""
+  rng = np.random.RandomState(0)
+  batch = {}
+  for name, length, real in (("inputs", 7, (7, 4, 2)), ("targets", 5, (5, 3, 1))):
+    ids = rng.randint(2, 20, size=(3, length)).astype(np.int32)
+    for row, n in enumerate(real):
+      ids[row, n - 1] = 1
+      ids[row, n:] = 0
+    batch[name] = ids
+  return batch
+
+
+def mean_loss(logits, targets):
+  sums = losses.token_loss_sums(logits, targets, LABEL_SMOOTHING)
+  return sums.loss / sums.tokens
+
+
+def logits_loss_gradients(model, batch):
+  """(logits, loss, [gradient per trainable weight]) on the backend in use."""
+  backend = keras.config.backend()
+  if backend == "tensorflow":
+    import tensorflow as tf
+    with tf.GradientTape() as tape:
+      logits = model(batch, training=False)
+      loss = mean_loss(logits, batch["targets"])
+    return logits, loss, tape.gradient(loss, model.trainable_variables)
+  if backend == "jax":
+    import jax
+
+    def loss_fn(trainable, non_trainable):
+      logits, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+      return mean_loss(logits, batch["targets"]), logits
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable)
+    return logits, loss, grads
+  raise SystemExit(f"backend_worker: no gradient recipe for backend {backend!r}")
+
+
+def main(weights_path, out_path):
+  model = tiny_model()
+  batch = fixed_batch()
+  model(batch)  # Build every weight.
+  paths = [w.path for w in model.weights]
+  assert len(set(paths)) == len(paths), "weight paths are not unique"
+  if os.path.exists(weights_path):
+    saved = np.load(weights_path)
+    if sorted(saved.files) != sorted(paths):
+      raise SystemExit(f"weight paths differ: only saved {sorted(set(saved.files) - set(paths))}, "
+                       f"only here {sorted(set(paths) - set(saved.files))}")
+    for w in model.weights:
+      w.assign(saved[w.path])
+  else:
+    np.savez(weights_path, **{w.path: keras.ops.convert_to_numpy(w.value) for w in model.weights})
+  logits, loss, grads = logits_loss_gradients(model, batch)
+  out = {"logits": keras.ops.convert_to_numpy(logits), "loss": keras.ops.convert_to_numpy(loss)}
+  for w, g in zip(model.trainable_variables, grads):
+    out["grad:" + w.path] = keras.ops.convert_to_numpy(g)
+  np.savez(out_path, **out)
+  tensorflow_loaded = any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.modules)
+  print(f"backend={keras.config.backend()} tensorflow_loaded={tensorflow_loaded}")
+
+
+if __name__ == "__main__":
+  main(*sys.argv[1:3])
