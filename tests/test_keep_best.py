@@ -138,5 +138,8 @@ def test_options_are_checked():
   with pytest.raises(TrainOptionsError, match="--early_stopping_patience=3: needs "
                      "--keep_best=METRIC"):
     TrainOptions(early_stopping_patience=3)
+  with pytest.raises(TrainOptionsError,
+                     match="--early_stopping_patience=2: needs --eval_every > 0"):
+    TrainOptions(early_stopping_patience=2, keep_best="loss", eval_every=0)
   with pytest.raises(TrainOptionsError, match="--early_stopping_patience=-1: must be >= 0"):
     TrainOptions(early_stopping_patience=-1, keep_best="loss")

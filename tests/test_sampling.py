@@ -214,3 +214,30 @@ def test_sampling_options_are_checked():
   assert hp.override("sampling_method=random,beam_size=1").samples
   # Temperature 0 is the argmax (tensor2tensor's convention): the greedy search, no draws.
   assert not hp.override("sampling_method=random,beam_size=1,sampling_temp=0").samples
+
+
+class _NoTokenThree:
+  """A token constraint (search.py's API) that never allows token 3."""
+
+  def mask(self, state):
+    return tf.not_equal(tf.range(5), 3)[tf.newaxis] & tf.ones_like(state, tf.bool)[:, tf.newaxis]
+
+  def update(self, state, tokens):
+    return state
+
+
+def test_draws_respect_a_token_constraint_and_renormalise_over_the_rest():
+  rows = 20000
+  keys = sampling.mix(tf.cast(tf.range(rows), tf.uint32) + 999)
+  result = greedy_search(MARKOV, tf.zeros([rows], tf.int32), (), tf.fill([rows], 1), 1, EOS,
+                         constraint=_NoTokenThree(), constraint_state=tf.zeros([rows], tf.int32),
+                         choose=sampling.Sampler(1.0, 0, keys))
+  first = result.ids.numpy()[:, 0, 0]
+  assert not np.any(first == 3)
+  # Drawn from the softmax over the allowed tokens: the model's probabilities, renormalised.
+  probs = np.exp(np_log_softmax(MARKOV.table_np[0]))
+  probs[3] = 0.0
+  probs /= probs.sum()
+  counts = {(t,): int(np.sum(first == t)) for t in range(5) if np.any(first == t)}
+  statistic, dof = chi_square(counts, {(t,): p for t, p in enumerate(probs)}, rows)
+  assert statistic < chi_square_critical(dof), statistic

@@ -83,6 +83,9 @@ class TrainOptions:
     if self.early_stopping_patience and not self.keep_best:
       raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
                               "needs --keep_best=METRIC, the dev metric it watches")
+    if self.early_stopping_patience and not self.eval_every:
+      raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
+                              "needs --eval_every > 0 (with 0, dev is evaluated at the end only)")
     if self.warm_start_skip_embeddings and not self.warm_start_from:
       raise TrainOptionsError("--warm_start_skip_embeddings: needs --warm_start_from")
 

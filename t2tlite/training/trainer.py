@@ -7,7 +7,9 @@ one (model, optimizer and the input iterator, so a run killed with `kill -9`
 continues on the same step with the same data), then alternates training
 steps, progress lines on stderr, TensorBoard summaries, periodic evaluation
 and checkpoints. With several workers only the chief writes into the output
-directory, and every worker restores the chief's checkpoint.
+directory, and every worker restores the chief's checkpoint. A new run may
+start from another run's weights (warm_start.py); the best evaluation's
+weights are kept in best/ and training may stop early (keep_best.py).
 """
 
 import json
@@ -201,7 +203,7 @@ class Trainer:
     self._clock = (time.time(), float(self.seconds_trained.numpy()))
     stopped_early = self.best is not None and self.best.out_of_patience
     if stopped_early:
-      logging.info("%s before: nothing to train", self.best.stop_reason())
+      logging.info("%s (recorded before this resume): nothing to train", self.best.stop_reason())
     if opts.train_seconds:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
