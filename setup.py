@@ -13,7 +13,7 @@ setup(
     python_requires=">=3.10",
     packages=[
         "t2tlite", "t2tlite.layers", "t2tlite.models", "t2tlite.training",
-        "t2tlite.decoding", "t2tlite.data", "t2tlite.metrics",
+        "t2tlite.decoding", "t2tlite.data", "t2tlite.metrics", "t2tlite.visualization",
         "t2tlite.problems", "t2tlite.hparams", "t2tlite.bin",
     ],
     package_dir={
@@ -33,7 +33,7 @@ setup(
         "absl-py>=2.1",
         "tensorboard",  # TF 2.21 no longer depends on it; summaries and the UI need it.
         "numpy",
-        "matplotlib>=3.7",  # t2t-plot-curves, which the README's recipes call.
+        "matplotlib>=3.7",  # t2t-plot-curves (the README's recipes) and t2t-attention's figures.
         "filelock>=3.12",  # One trainer per run directory: an OS lock that dies with its owner.
     ],
     # "plots" stays (now empty) so `pip install -e .[plots]` from older instructions still works.
@@ -48,6 +48,7 @@ setup(
             "t2t-bleu=t2tlite.bin.t2t_bleu:run",
             "t2t-plot-curves=t2tlite.bin.t2t_plot_curves:run",
             "t2t-parse-eval=t2tlite.bin.t2t_parse_eval:run",
+            "t2t-attention=t2tlite.bin.t2t_attention:run",
         ],
     },
 )

@@ -2,7 +2,8 @@
 
 Source = the words of a Penn Treebank tree, target = the tree linearized as in
 Vinyals & Kaiser et al. 2014 (`t2tlite.data.linearize`): traces and function
-tags removed, POS tags normalised to XX. One shared sentencepiece vocabulary
+tags removed, POS tags normalised to XX (the option `target_words=true` writes
+each word instead of its XX; see `ParsingOptions`). One shared sentencepiece vocabulary
 (words and tree tokens), written by `t2t-datagen` like every translation
 problem; datagen also writes `<problem>-{dev,test}.trees`, the gold trees as
 EVALB lines, which `t2t-decoder` and the trainer's dev decoding score against.
@@ -48,6 +49,10 @@ from t2tlite.registry import PROBLEMS, register_problem
 class ParsingOptions(TranslateOptions):
   extra_train: str = ""  # Glob of extra training trees (.mrg-style bracketed files, plain or .gz), added to train.
   tree_symbols: bool = True  # Each `(LABEL`, `)LABEL` and `XX` of the training trees is one vocabulary piece (False: the learned pieces split them).
+  # With XX per word the target shares nothing with the source, and a decoder that ignores
+  # the source already predicts most tokens; written out, the words let it copy the word it is
+  # at instead of counting XX to stay aligned.
+  target_words: bool = False  # Each word in place of its `XX`, as the source's own pieces (False: the paper's `XX`).
 
 
 class ParsingProblem(TranslateProblem):
@@ -84,7 +89,7 @@ class ParsingProblem(TranslateProblem):
     """(source, target, gold EVALB line) per tree with words; trees of traces only are skipped."""
     skipped = 0
     for tree in self.gold_trees(split, tmp_dir):
-      pair = linearize.gold_pair(tree)
+      pair = linearize.gold_pair(tree, self.options.target_words)
       if pair is None:
         skipped += 1
         continue
@@ -102,6 +107,8 @@ class ParsingProblem(TranslateProblem):
   def vocab_symbols(self, tmp_dir: Optional[str]) -> List[str]:
     """Every tree token of the training targets as one whole piece (`tree_symbols`).
 
+    Tree tokens are the brackets, and `XX` unless the targets write words
+    (`target_words`), whose pieces stay those the source is cut into.
     Learned BPE splits `(NP` into `▁(` + `NP`, so a tree takes about twice the
     steps and a label must be re-learned at each closing bracket; as
     user-defined symbols of the one shared vocabulary (tied embeddings kept)
@@ -112,7 +119,8 @@ class ParsingProblem(TranslateProblem):
       return []
     tokens = set()
     for _, target in self.source_target_pairs("train", tmp_dir):
-      tokens.update(target.split())
+      tokens.update(t for t in target.split() if linearize.is_open(t) or linearize.is_close(t)
+                    or (t == linearize.POS_TOKEN and not self.options.target_words))
     return [subword.WORD_BOUNDARY + t for t in sorted(tokens)]
 
   def trees_path(self, data_dir: str, split: str) -> str:
@@ -142,20 +150,24 @@ class ParsingProblem(TranslateProblem):
     return sources, gold
 
   def decode_constraint(self, decode_hparams, encoders):
-    """The tree constraint (`constrain_trees`, on by default) over the shared vocabulary."""
+    """The tree constraint (`constrain_trees`, on by default) over the shared vocabulary.
+
+    With `target_words` its word slots take the source's own pieces, in order.
+    """
     from t2tlite.data.text_encoder import EOS_ID
     from t2tlite.decoding import tree_constraint
     if not decode_hparams.constrain_trees:
       return None
     try:
       return tree_constraint.make_tree_constraint(decode_hparams, encoders["inputs"],
-                                                  encoders["targets"], EOS_ID)
+                                                  encoders["targets"], EOS_ID,
+                                                  target_words=self.options.target_words)
     except ValueError as e:
       raise ProblemError(f"--decode_hparams constrain_trees=true: {e}") from None
 
   def decode_postprocessor(self) -> linearize.TreeRepairer:
     """Decoded target -> repaired tree over the source words (repairs counted)."""
-    return linearize.TreeRepairer()
+    return linearize.TreeRepairer(self.options.target_words)
 
 
 def _read_glob(pattern: str, what: str) -> List[Tuple[str, bytes]]:

@@ -91,7 +91,16 @@ class TranslateProblem(Problem):
     path = self.options_path(data_dir) if data_dir else None
     if path and os.path.exists(path):
       with open(path) as f:
-        self.options = overrides.from_dict(self.Options, json.load(f), path)
+        self.options = overrides.from_dict(self.Options, self._with_defaults(json.load(f)), path)
+
+  def _with_defaults(self, saved: dict) -> dict:
+    """Saved options, with options added since they were written at this problem's defaults.
+
+    Every option defaults to the behaviour that came before it, so a data_dir
+    written before an option existed was written with its default.
+    """
+    defaults = dataclasses.asdict(self.default_options)
+    return {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
 
   def _save_options(self, data_dir: str) -> None:
     """Records the options; a data_dir made with other options is refused, naming them."""
@@ -99,7 +108,7 @@ class TranslateProblem(Problem):
     mine = dataclasses.asdict(self.options)
     if os.path.exists(path):
       with open(path) as f:
-        saved = json.load(f)
+        saved = self._with_defaults(json.load(f))
       differ = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))
       if differ:
         raise ProblemError(f"{path}: {data_dir} was generated with other options ("

@@ -105,7 +105,7 @@ def test_layer_weights_method_matches_call():
   out = np.asarray(layer(x, attention_mask=real[:, None, None, :], causal=True))
   out2, weights = layer.call_with_attention_weights(
       x, attention_mask=real[:, None, None, :], causal=True, query_mask=real)
-  np.testing.assert_allclose(np.asarray(out2), out, atol=1e-5)
+  np.testing.assert_array_equal(np.asarray(out2), out)  # The same path as `call`: bit for bit.
   assert np.asarray(weights).shape == (B, H, T, T)
   assert np.all(np.asarray(weights)[2, :, 1:] == 0.0)  # Sentence 2: queries 1.. are padding.
 

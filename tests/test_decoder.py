@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from t2tlite.decoding import search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder
 from t2tlite.decoding.pipeline import DecodePipeline, decode_lines
@@ -62,6 +63,35 @@ def test_cached_decoding_equals_recomputing_the_decoder(trained):
   for with_cache, without in zip(cached, uncached):
     assert [ids for ids, _ in with_cache] == [ids for ids, _ in without]
     np.testing.assert_allclose([s for _, s in with_cache], [s for _, s in without], atol=1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_horizon_phases_equal_one_loop_and_recomputation(trained, beam_size):
+  """Several horizon loops (first horizon 2: 2, 4, 8, ..., L) decode exactly as one loop over
+  the whole cache and as the uncached decoder, which recomputes every position."""
+  model, sources = trained
+  hp = DecodeHParams(beam_size=beam_size, extra_length=9, nbest=beam_size, batch_size=8)
+  phased = Decoder(model, hp)
+  phased.first_horizon = 2
+  one_loop = Decoder(model, hp)
+  one_loop.first_horizon = 10 ** 6
+  uncached = Decoder(model, hp.override("use_cache=false"))
+  results = [d.decode_nbest(sources) for d in (phased, one_loop, uncached)]
+  for per_decoder in zip(*results):
+    ids = [[hyp for hyp, _ in beams] for beams in per_decoder]
+    assert ids[0] == ids[1] == ids[2]
+    np.testing.assert_allclose([s for _, s in per_decoder[0]], [s for _, s in per_decoder[1]],
+                               atol=1e-5)
+    np.testing.assert_allclose([s for _, s in per_decoder[0]], [s for _, s in per_decoder[2]],
+                               atol=1e-4)
+  assert max(len(beams[0][0]) for beams in results[0]) > 8  # Decoding ran past three horizons.
+
+
+def test_doubling_horizons():
+  assert search.doubling_horizons(300, 64) == [64, 128, 256, 300]
+  assert search.doubling_horizons(64, 64) == [64]
+  assert search.doubling_horizons(65, 64) == [64, 65]
+  assert search.doubling_horizons(5, 2) == [2, 4, 5]
 
 
 def test_nbest_beams_and_scores(trained):

@@ -215,3 +215,113 @@ def test_unconstrained_decoding_stays_available():
   problem = registry.problem("ptb_sample")
   hp = DecodeHParams().override(problem.default_decode_hparams).override("constrain_trees=false")
   assert problem.decode_constraint(hp, {}) is None
+
+
+# --- target_words: each word written in place of its XX ---
+@pytest.fixture(scope="module")
+def word_data(tmp_path_factory):
+  """ptb_sample's data with target_words=true, written once for the tests below."""
+  from tests.helpers import SHARED
+  if not os.path.isdir(SHARED):
+    pytest.skip("../shared not found")
+  data = tmp_path_factory.mktemp("ptb_word_data")
+  problem = registry.problem("ptb_sample")
+  problem.configure("target_words=true")
+  problem.generate_data(str(data), ptb_dir(SHARED))
+  return str(data)
+
+
+def word_problem(data_dir):
+  """ptb_sample as the trainer and decoder see it: options read from data_dir, none passed."""
+  problem = registry.problem("ptb_sample")
+  problem.use_saved_options(data_dir)
+  return problem
+
+
+def test_word_targets_are_the_source_pieces_between_whole_brackets(word_data):
+  """Without the bracket symbols a target's ids are its source's ids: the words can be copied."""
+  problem = word_problem(word_data)
+  assert problem.options.target_words
+  encoder = problem.encoders(word_data)["targets"]
+  pieces = [encoder.processor.id_to_piece(i) for i in range(encoder.vocab_size)]
+  assert "\u2581XX" not in pieces  # No XX in these targets, so no XX symbol.
+  sources, _ = problem.eval_text("dev", word_data)
+  targets = open(problem.text_path(word_data, "dev", "targets")).read().splitlines()
+  symbols = {p: i for i, p in enumerate(pieces)}
+  assert len(sources) == len(targets) == 273
+  checked = 0
+  for source, target in zip(sources, targets):
+    assert "XX" not in target.split()
+    ids = encoder.encode(target)
+    assert encoder.decode(ids) == target
+    brackets = {t for t in target.split() if linearize.is_open(t) or linearize.is_close(t)}
+    if not all("\u2581" + t in symbols for t in brackets):
+      continue  # A label that train never has (WHADJP): not a symbol, and never decoded.
+    checked += 1
+    bracket_ids = {symbols["\u2581" + t] for t in brackets}
+    assert [i for i in ids if i not in bracket_ids] == encoder.encode(source)
+    assert sum(i in bracket_ids for i in ids) == len(target.split()) - len(source.split())
+  assert checked >= 270
+
+
+def test_one_data_dir_holds_one_target_form(word_data, shared_dir):
+  problem = registry.problem("ptb_sample")  # target_words=false, the default.
+  with pytest.raises(ProblemError, match="target_words=True not False"):
+    problem.generate_data(word_data, ptb_dir(shared_dir))
+
+
+def test_a_data_dir_from_before_target_words_reads_as_the_xx_form(tmp_path, shared_dir):
+  problem = registry.problem("ptb_sample")
+  problem.generate_data(str(tmp_path), ptb_dir(shared_dir))
+  path = problem.options_path(str(tmp_path))
+  with open(path) as f:
+    saved = json.load(f)
+  assert saved["target_words"] is False
+  del saved["target_words"]  # As written before the option existed.
+  with open(path, "w") as f:
+    json.dump(saved, f)
+  again = registry.problem("ptb_sample")
+  again.use_saved_options(str(tmp_path))
+  assert again.options.target_words is False
+  again.generate_data(str(tmp_path), ptb_dir(shared_dir))  # Accepted: the same options.
+  other = registry.problem("ptb_sample")
+  other.configure("target_words=true")
+  with pytest.raises(ProblemError, match="target_words=False not True"):
+    other.generate_data(str(tmp_path), ptb_dir(shared_dir))
+
+
+def test_constrained_decoding_with_words_needs_no_repair_even_from_an_untrained_model(word_data):
+  """Untrained, the beams are trees whose words are exactly the source's, greedy and beam."""
+  from t2tlite.decoding.decoder import Decoder
+  from t2tlite.decoding.pipeline import DecodePipeline
+  from t2tlite.models.transformer import Transformer
+  from tests.helpers import tiny_hparams
+  problem = word_problem(word_data)
+  encoders = problem.encoders(word_data)
+  vocab = encoders["targets"].vocab_size
+  model = Transformer(tiny_hparams(xla=False, input_vocab_size=vocab, target_vocab_size=vocab))
+  sources, gold = problem.eval_text("dev", word_data)
+  chosen = sorted(range(len(sources)), key=lambda i: len(sources[i]))[:5] + [7]  # And a long one.
+  sources, gold = [sources[i] for i in chosen], [gold[i] for i in chosen]
+  for beam in (1, 3):
+    hp = DecodeHParams().override(problem.default_decode_hparams).override(
+        f"beam_size={beam},extra_length=60,return_beams=true")
+    constraint = problem.decode_constraint(hp, encoders)
+    assert constraint.target_words
+    repairer = problem.decode_postprocessor()
+    assert repairer.target_words
+    nbest = Decoder(model, hp, constraint).decode_nbest(
+        [encoders["inputs"].encode(s) for s in sources])
+    for source, beams in zip(sources, nbest):
+      assert len(beams) == beam
+      for target in (encoders["targets"].decode(ids) for ids, _ in beams):
+        words = [t for t in target.split() if not (linearize.is_open(t) or linearize.is_close(t))]
+        assert words == source.split()
+        assert trees.read_tree(repairer(source, target)).words() == source.split()
+    assert repairer.repairs["repaired_sentences"] == 0, repairer.summary()
+    assert repairer.repairs["sentences"] == len(sources) * beam
+  # The pipeline t2t-decoder and the trainer's dev decoding run: scored trees, none repaired.
+  decoded = DecodePipeline(problem, model, hp, word_data).decode(sources, gold)
+  assert decoded.postprocess_summary.startswith(f"0 of {len(sources) * beam} ")
+  assert [trees.read_tree(t).words() for t in decoded.best] == [s.split() for s in sources]
+  assert 0 <= decoded.metrics["parse_f1"] <= 100

@@ -5,6 +5,9 @@ list) applied to every token sequence of a toy vocabulary up to the length
 limit: the valid trees. From them, the tokens allowed after any prefix (those
 that start some valid completion) and the best tree under a fake model with
 fixed log-probabilities. The constrained searches must reproduce both.
+
+The same for targets that write words (`target_words`): each word slot holds
+the source's own pieces, checked by `valid_word_tree`.
 """
 
 import itertools
@@ -55,32 +58,91 @@ def valid_tree(ids, n_words, max_depth):
   return not stack and roots == 1 and words == n_words
 
 
-def all_valid_trees(n_words, max_depth, max_length):
+# Targets that write words: the toy vocabulary gains the word piece "\u2581u" (9) and the
+# continuation piece "v" (10); "\u2581XX" (6) and "\u2581word" (7) are word pieces like any other.
+WORD_PIECES = ["\u2581u", "v"]
+WORD_IDS = [6, 7, 9, 10]
+WORD_TOKEN = {**TOKEN, 9: "u", 10: "v"}
+
+
+def starts_word(piece_id):
+  return (PIECES + WORD_PIECES)[piece_id].startswith("\u2581")
+
+
+def valid_word_tree(ids, source, max_depth):
+  """Is `ids` (no EOS) one tree over exactly the source pieces, depth <= max_depth, none empty?
+
+  Stripped of brackets, `ids` is `source`; every bracket stands between two
+  words (before a word-initial piece, or at the end), never inside one; the
+  brackets alone nest into one tree of labels A and B in which every
+  constituent holds a piece.
+  """
+  brackets, pieces = [], []
+  for i in ids:
+    if i in WORD_IDS:
+      pieces.append(i)
+    elif WORD_TOKEN[i] in ("(A", "(B", ")A", ")B"):
+      k = len(pieces)
+      if 0 < k < len(source) and not starts_word(source[k]):
+        return False
+      brackets.append((WORD_TOKEN[i], k))
+    else:
+      return False
+  if pieces != list(source):
+    return False
+  stack, roots = [], 0
+  for t, k in brackets:
+    if t[0] == "(":
+      roots += not stack
+      stack.append((t[1:], k))
+      if len(stack) > max_depth:
+        return False
+    else:
+      if not stack or stack[-1][0] != t[1:] or stack[-1][1] == k:  # Mismatched or empty.
+        return False
+      stack.pop()
+  # Every piece inside the root: the root opens before the first and closes after the last.
+  return (not stack and roots == 1 and brackets[0][1] == 0
+          and brackets[-1][1] == len(source))
+
+
+def all_valid_trees(n_words, max_depth, max_length, source=None):
   """Every valid tree of at most max_length tokens, by depth-first enumeration.
 
+  source: None for XX targets (`valid_tree` over n_words), or the source
+  pieces for targets that write words (`valid_word_tree`).
   Prefixes are cut only when no extension can repair them (a close with
-  nothing or another label open, too deep, too many words, anything after
-  the root closed); validity itself is `valid_tree`'s.
+  nothing or another label open, too deep, too many words or a word piece
+  other than the next source piece, anything after the root closed);
+  validity itself is `valid_tree`'s or `valid_word_tree`'s.
   """
   out = []
+  if source is None:
+    ids, is_word, valid = TREE_IDS, (lambda i, words: TOKEN[i] == "XX" and words < n_words), (
+        lambda prefix: valid_tree(prefix, n_words, max_depth))
+  else:
+    ids = [i for i in TREE_IDS if i not in WORD_IDS] + WORD_IDS
+    is_word = lambda i, words: i in WORD_IDS and words < len(source) and source[words] == i
+    valid = lambda prefix: valid_word_tree(prefix, source, max_depth)
 
   def extend(prefix, stack, words, closed_root):
-    if valid_tree(prefix, n_words, max_depth):
+    if valid(prefix):
       out.append(tuple(prefix))
     if len(prefix) == max_length:
       return
-    for i in TREE_IDS:
-      t = TOKEN[i]
+    for i in ids:
+      t = WORD_TOKEN[i] if source is not None else TOKEN[i]
+      word = is_word(i, words)
+      bracket = not word and t[:1] in "()" and len(t) > 1
+      if not word and not bracket:
+        continue  # A word too many, or a piece other than the next one: never valid.
       if closed_root or (t.startswith(")") and (not stack or stack[-1] != t[1:])):
         continue
-      if t.startswith("(") and len(stack) == max_depth:
+      if bracket and t.startswith("(") and len(stack) == max_depth:
         continue
-      if t == "XX" and words == n_words:
-        continue
-      new_stack = stack + [t[1:]] if t.startswith("(") else (
-          stack[:-1] if t.startswith(")") else stack)
-      extend(prefix + [i], new_stack, words + (t == "XX"),
-             t.startswith(")") and not new_stack)
+      new_stack = stack + [t[1:]] if bracket and t.startswith("(") else (
+          stack[:-1] if bracket else stack)
+      extend(prefix + [i], new_stack, words + word, bracket and t.startswith(")") and not new_stack)
 
   extend([], [], 0, False)
   return out
@@ -118,6 +180,32 @@ def test_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completion(
   assert all(v.count(6) == n_words for v in valid)
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = constraint(max_depth)
+  for prefix in sorted(prefixes):
+    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
+    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+
+
+def longest_open_run(ids):
+  """Most opening brackets in a row in `ids` (XX targets)."""
+  longest = run = 0
+  for i in ids:
+    run = run + 1 if TOKEN[i] in ("(A", "(B") else 0
+    longest = max(longest, run)
+  return longest
+
+
+@pytest.mark.parametrize("n_words,max_depth,max_length,max_open_run",
+                         [(2, 3, 10, 1), (2, 3, 10, 2), (3, 3, 11, 2), (1, 3, 8, 2)])
+def test_open_run_bound_is_the_brute_force_set_of_trees_without_longer_runs(
+    n_words, max_depth, max_length, max_open_run):
+  """The bound removes exactly the trees that open more than max_open_run brackets in a row,
+  and every prefix it allows still completes (the mask is the brute-force allowed set)."""
+  everything = all_valid_trees(n_words, max_depth, max_length)
+  valid = {v for v in everything if longest_open_run(v) <= max_open_run}
+  assert valid and len(valid) < len(everything), "the bound must cut some trees and keep some"
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  starts = [False, False] + [True] * (len(PIECES) - 2)
+  c = TreeConstraint(PIECES, starts, EOS, max_depth, max_open_run=max_open_run)
   for prefix in sorted(prefixes):
     mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
@@ -231,3 +319,128 @@ def test_source_words_are_counted_from_word_initial_pieces():
 def test_a_vocabulary_without_tree_symbols_is_refused():
   with pytest.raises(ValueError, match="tree_symbols"):
     TreeConstraint(["<pad>", "</s>", "\u2581(", "NP", "\u2581)"], [False] * 5, EOS, 4)
+
+
+# --- Targets that write words (target_words) ---
+# (source pieces, max_depth, max_length): one and several words, a word of two and of three
+# pieces, "\u2581XX" as an ordinary word, a budget that cuts the trees short.
+WORD_CASES = [((7,), 2, 8), ((7, 10), 2, 9), ((9, 7), 2, 10), ((7, 10, 9), 2, 11),
+              ((9, 10, 10), 3, 9), ((6, 7), 2, 9), ((7, 10, 9), 2, 7), ((9, 7, 10), 3, 8)]
+
+
+def word_constraint(max_depth):
+  pieces = PIECES + WORD_PIECES
+  starts = [p.startswith("\u2581") for p in pieces]
+  starts[0] = starts[1] = False
+  return TreeConstraint(pieces, starts, EOS, max_depth, target_words=True)
+
+
+def word_state_after(c, prefix, source, max_length):
+  inputs = tf.constant([list(source) + [EOS, 0]])
+  state = c.initial_state(inputs, tf.constant([max_length]))
+  for token in prefix:
+    state = c.update(state, tf.constant([token]))
+  return state
+
+
+def test_the_toy_grammar_with_words_has_the_trees_counted_by_hand():
+  # One word of two pieces, depth 2: (L w v )L for 2 labels, (L (M w v )M )L for 4 pairs;
+  # nothing may split the word, so (L w (M v )M )L and the like are not trees.
+  assert len(all_valid_trees(0, 2, 8, source=(7, 10))) == 2 + 4
+  assert valid_word_tree((2, 7, 10, 4), (7, 10), 2)
+  assert not valid_word_tree((2, 7, 3, 10, 5, 4), (7, 10), 2)  # A bracket inside the word.
+  assert not valid_word_tree((2, 7, 4), (7, 10), 2)  # A piece missing.
+  assert not valid_word_tree((2, 9, 10, 4), (7, 10), 2)  # Another word.
+  assert not valid_word_tree((2, 3, 5, 7, 10, 4), (7, 10), 2)  # An empty constituent.
+  # Two words: a bracket may stand between them.
+  assert valid_word_tree((2, 9, 3, 7, 10, 5, 4), (9, 7, 10), 2)
+  assert not valid_word_tree((2, 9, 4, 2, 7, 10, 4), (9, 7, 10), 2)  # Two roots.
+
+
+@pytest.mark.parametrize("source,max_depth,max_length", WORD_CASES)
+def test_word_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completion(
+    source, max_depth, max_length):
+  valid = set(all_valid_trees(0, max_depth, max_length, source=source))
+  assert valid, "the toy case must have trees"
+  assert all([i for i in v if i in WORD_IDS] == list(source) for v in valid)
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  c = word_constraint(max_depth)
+  for prefix in sorted(prefixes):
+    mask = c.mask(word_state_after(c, prefix, source, max_length)).numpy()[0]
+    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+
+
+@pytest.mark.parametrize("source,max_depth,max_length,alpha",
+                         [((7,), 2, 8, 0.0), ((7, 10), 2, 9, 0.3), ((9, 7), 3, 9, 1.0),
+                          ((7, 10, 9), 2, 11, 0.3), ((9, 10, 10), 3, 9, 0.6)])
+def test_constrained_beam_search_with_words_returns_the_best_valid_trees(
+    source, max_depth, max_length, alpha):
+  valid = all_valid_trees(0, max_depth, max_length, source=source)
+  vocab = len(PIECES) + len(WORD_PIECES)
+  step, score = fake_model(vocab, max_length, seed=sum(source) + max_depth + max_length)
+  truth = sorted(((score(v + (EOS,), alpha), v) for v in valid), reverse=True)
+  beam = max(sum(1 for v in {w[:k] for w in valid} if len(v) == k)
+             for k in range(max_length + 1))  # Wide enough to be exact.
+  c = word_constraint(max_depth)
+  max_lengths = tf.constant([max_length])
+  result = search.beam_search(
+      step, tf.zeros([1], tf.int32), {}, beam, alpha, max_lengths, max_length, EOS,
+      constraint=c, constraint_state=c.initial_state(tf.constant([list(source) + [EOS]]),
+                                                     max_lengths))
+  got = []
+  for k in range(beam):
+    if result.scores[0, k] > search.NEG_INF / 2:
+      ids = list(result.ids[0, k].numpy())
+      got.append((float(result.scores[0, k]), tuple(ids[:ids.index(EOS)])))
+  kept = min(beam, len(truth))
+  assert [g[1] for g in got] == [t[1] for t in truth[:kept]]
+  assert np.allclose([g[0] for g in got], [t[0] for t in truth[:kept]], atol=1e-4)
+
+
+@pytest.mark.parametrize("source,max_depth,max_length", WORD_CASES)
+def test_constrained_greedy_search_with_words_takes_the_best_allowed_token_each_step(
+    source, max_depth, max_length):
+  valid = set(all_valid_trees(0, max_depth, max_length, source=source))
+  step, _ = fake_model(len(PIECES) + len(WORD_PIECES), max_length, seed=11 + len(source))
+  prefix = ()
+  while True:  # Brute-force greedy: argmax of the model over the brute-force allowed set.
+    logits = step(tf.constant([prefix[-1] if prefix else 0]), len(prefix), {})[0].numpy()[0]
+    token = max(allowed_after(prefix, valid), key=lambda t: logits[t])
+    if token == EOS:
+      break
+    prefix += (token,)
+  c = word_constraint(max_depth)
+  max_lengths = tf.constant([max_length])
+  result = search.greedy_search(
+      step, tf.zeros([1], tf.int32), {}, max_lengths, max_length, EOS, constraint=c,
+      constraint_state=c.initial_state(tf.constant([list(source) + [EOS]]), max_lengths))
+  ids = list(result.ids[0, 0].numpy())
+  assert tuple(ids[:ids.index(EOS)]) == prefix
+  assert prefix in valid
+
+
+def test_constrained_beam_search_with_words_compiles_with_xla_and_matches_eager():
+  max_depth, max_length = 2, 12
+  step, _ = fake_model(len(PIECES) + len(WORD_PIECES), max_length, seed=5)
+  c = word_constraint(max_depth)
+  sources = [(7, 10, 9), (9,), (9, 10, 10, 7)]
+  inputs = tf.constant([list(s) + [EOS] + [0] * (5 - len(s)) for s in sources])
+
+  def run(inputs):
+    max_lengths = tf.fill(tf.shape(inputs)[:1], max_length)
+    return search.beam_search(step, tf.zeros_like(inputs[:, 0]), {}, 4, 0.3, max_lengths,
+                              max_length, EOS, constraint=c,
+                              constraint_state=c.initial_state(inputs, max_lengths))
+
+  eager = run(inputs)
+  compiled = tf.function(run, jit_compile=True)(inputs)
+  np.testing.assert_array_equal(eager.ids.numpy(), compiled.ids.numpy())
+  for b, source in enumerate(sources):
+    for k in range(4):
+      ids = list(eager.ids[b, k].numpy())
+      assert valid_word_tree(ids[:ids.index(EOS)], source, max_depth)
+
+
+def test_words_need_one_vocabulary_for_source_and_target():
+  with pytest.raises(ValueError, match="one vocabulary"):
+    TreeConstraint(PIECES + WORD_PIECES, [True] * len(PIECES), EOS, 4, target_words=True)

@@ -74,6 +74,33 @@ def test_every_sample_tree_round_trips(shared_dir):
   assert sum(repairs[k] for k in linearize.REPAIR_KINDS) == 0
 
 
+def test_linearization_with_words_writes_each_word_for_its_xx():
+  tree = trees.normalize(trees.read_tree(
+      "( (S (NP-SBJ (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)) )"))
+  source, target = linearize.linearize(tree, target_words=True)
+  assert source == "John has a dog ."
+  assert target == "(S (NP John )NP (VP has (NP a dog )NP )VP . )S"
+
+
+def test_every_sample_tree_round_trips_with_words(shared_dir):
+  """Both forms of all 3914 trees: the same source, the same tree back, no repair."""
+  repairs = Repairs()
+  identical = 0
+  for tree in sample_trees(shared_dir):
+    source, target = linearize.gold_pair(tree, target_words=True)
+    xx_source, xx_target = linearize.gold_pair(tree)
+    assert source == xx_source
+    # The other tokens are the source words, in order; each in place of an XX.
+    bracket = [linearize.is_open(t) or linearize.is_close(t) for t in target.split()]
+    assert [t for t, b in zip(target.split(), bracket) if not b] == source.split()
+    assert " ".join(t if b else "XX" for t, b in zip(target.split(), bracket)) == xx_target
+    back = delinearize(target, source.split(), repairs, target_words=True)
+    identical += back == Tree("TOP", [all_xx(trees.normalize(tree))])
+    assert back == delinearize(xx_target, source.split())
+  assert identical == 3914
+  assert repairs["sentences"] == 3914 and repairs["repaired_sentences"] == 0
+
+
 WORDS = "John has a dog .".split()
 
 
@@ -113,6 +140,28 @@ def test_delinearize_repairs_and_counts(decoded, expected, kinds):
   assert tree.words() == WORDS  # Always exactly the source words.
   assert {k: repairs[k] for k in linearize.REPAIR_KINDS if repairs[k]} == kinds
   assert repairs["repaired_sentences"] == (1 if kinds else 0)
+
+
+@pytest.mark.parametrize("decoded,expected,kinds", [
+    ("(S (NP John )NP (VP has (NP a dog )NP )VP . )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))", {}),
+    # A word other than the source's: the source word takes its slot.
+    ("(S (NP John )NP (VP has (NP a cat )NP )VP . )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (NP (XX a) (XX dog))) (XX .)))", {"wrong_word": 1}),
+    # XX is a word like any other here (and not this sentence's).
+    ("(S (NP XX )NP (VP has a dog . )VP )S",
+     "(TOP (S (NP (XX John)) (VP (XX has) (XX a) (XX dog) (XX .))))", {"wrong_word": 1}),
+    # Too many words, too few: as with XX.
+    ("(S John has a dog . again )S",
+     "(TOP (S (XX John) (XX has) (XX a) (XX dog) (XX .)))", {"extra_words": 1}),
+    ("(S (NP John )NP has )S",
+     "(TOP (S (NP (XX John)) (XX has) (XX a) (XX dog) (XX .)))", {"missing_words": 3}),
+])
+def test_delinearize_with_words_repairs_and_counts(decoded, expected, kinds):
+  repairs = Repairs()
+  tree = delinearize(decoded, WORDS, repairs, target_words=True)
+  assert tree.to_string() == expected
+  assert {k: repairs[k] for k in linearize.REPAIR_KINDS if repairs[k]} == kinds
 
 
 def test_repairer_counts_across_sentences():

@@ -7,7 +7,13 @@ depth first, each constituent as `(LABEL ... )LABEL` and each pre-terminal as
   Pierre Vinken will join the board .
   (S (NP XX XX )NP (VP XX (VP XX (NP XX XX )NP )VP )VP XX )S
 
-`delinearize` inverts it for decoded output, which need not be well formed.
+With `target_words` (a problem option, not the paper's form) each word is
+written in place of its `XX`, so the target repeats the source in order and
+the decoder can copy it instead of counting words:
+
+  (S (NP Pierre Vinken )NP (VP will (VP join (NP the board )NP )VP )VP . )S
+
+`delinearize` inverts either form for decoded output, which need not be well formed.
 It always returns a tree over exactly the source words, repairing and
 counting what it had to (`Repairs`), so every decoded sentence can be scored:
 
@@ -17,6 +23,8 @@ counting what it had to (`Repairs`), so every decoded sentence can be scored:
 - `unclosed`: constituents still open at the end: closed there;
 - `unknown_token`: anything else (a bare `(`, a stray word): dropped;
 - `extra_words`: more `XX` than source words: the extra slots are dropped;
+- `wrong_word` (`target_words` only): a word slot whose word is not the
+  source word at that position: the source word is placed anyway;
 - `missing_words`: fewer `XX` than source words: the rest are appended, as
   `XX` pre-terminals, to the last top-level constituent (so a sentence-level
   S still spans the sentence), or under the root if there is none;
@@ -35,7 +43,7 @@ from t2tlite.data.trees import Tree
 POS_TOKEN = "XX"  # Every POS tag becomes this one token (Vinyals et al.'s normalisation).
 ROOT = "TOP"  # Root label of delinearized trees; EVALB's COLLINS.prm deletes it.
 REPAIR_KINDS = ("extra_close", "mismatched_close", "unclosed", "unknown_token", "extra_words",
-                "missing_words", "empty_constituent")
+                "wrong_word", "missing_words", "empty_constituent")
 
 
 class Repairs(collections.Counter):
@@ -47,9 +55,20 @@ class Repairs(collections.Counter):
             + (f" ({kinds})" if kinds else ""))
 
 
-def linearize(tree: Tree) -> Tuple[str, str]:
+def is_open(token: str) -> bool:
+  """`(LABEL`: an opening bracket."""
+  return token.startswith("(") and len(token) > 1 and ")" not in token
+
+
+def is_close(token: str) -> bool:
+  """`)LABEL` (or a bare `)`): a closing bracket."""
+  return token.startswith(")") and "(" not in token
+
+
+def linearize(tree: Tree, target_words: bool = False) -> Tuple[str, str]:
   """(source words, target tokens) of an already normalised tree (`trees.normalize`).
 
+  target_words: each pre-terminal written as its word, not `XX` (module docstring).
   A TOP root with several children (a treebank root holding more than one
   tree) is not written; its children follow one another, which `delinearize`
   gathers back under TOP.
@@ -58,7 +77,7 @@ def linearize(tree: Tree) -> Tuple[str, str]:
 
   def write(node: Tree):
     if node.is_preterminal:
-      tokens.append(POS_TOKEN)
+      tokens.append(node.children[0] if target_words else POS_TOKEN)
       return
     tokens.append("(" + node.label)
     for child in node.children:
@@ -70,8 +89,13 @@ def linearize(tree: Tree) -> Tuple[str, str]:
   return " ".join(tree.words()), " ".join(tokens)
 
 
-def delinearize(target: str, words: Sequence[str], repairs: Optional[Repairs] = None) -> Tree:
-  """A `TOP`-rooted tree over exactly `words` from decoded target tokens (module docstring)."""
+def delinearize(target: str, words: Sequence[str], repairs: Optional[Repairs] = None,
+                target_words: bool = False) -> Tree:
+  """A `TOP`-rooted tree over exactly `words` from decoded target tokens (module docstring).
+
+  target_words: every token that is not a bracket is a word slot (as `XX` is
+  in the paper's form); the tree holds the source word there, tagged `XX`.
+  """
   counts = collections.Counter()
   root = Tree(ROOT, [])
   stack = [root]
@@ -85,15 +109,17 @@ def delinearize(target: str, words: Sequence[str], repairs: Optional[Repairs] = 
       counts["empty_constituent"] += 1
 
   for token in target.split():
-    if token == POS_TOKEN:
+    if token == POS_TOKEN or (target_words and not is_open(token) and not is_close(token)):
       if used < len(words):
+        if target_words and token != words[used]:
+          counts["wrong_word"] += 1
         stack[-1].children.append(Tree(POS_TOKEN, [words[used]]))
         used += 1
       else:
         counts["extra_words"] += 1
-    elif token.startswith("(") and len(token) > 1 and ")" not in token:
+    elif is_open(token):
       stack.append(Tree(token[1:], []))
-    elif token.startswith(")") and "(" not in token:
+    elif is_close(token):
       if len(stack) == 1:
         counts["extra_close"] += 1
         continue
@@ -116,15 +142,16 @@ def delinearize(target: str, words: Sequence[str], repairs: Optional[Repairs] = 
   return root
 
 
-def decoded_tree_line(target: str, source: str, repairs: Optional[Repairs] = None) -> str:
+def decoded_tree_line(target: str, source: str, repairs: Optional[Repairs] = None,
+                      target_words: bool = False) -> str:
   """One decoded target line and its source line -> the EVALB line of the repaired tree."""
-  return delinearize(target, source.split(), repairs).to_string()
+  return delinearize(target, source.split(), repairs, target_words).to_string()
 
 
-def gold_pair(tree: Tree) -> Optional[Tuple[str, str]]:
+def gold_pair(tree: Tree, target_words: bool = False) -> Optional[Tuple[str, str]]:
   """(source, target) a treebank tree trains on; None for a tree with no words (all traces)."""
   normal = trees.normalize(tree)
-  return linearize(normal) if normal is not None else None
+  return linearize(normal, target_words) if normal is not None else None
 
 
 def tags_from_gold(test_line: str, gold_line: str, placeholder: str = POS_TOKEN) -> Tuple[str, int]:
@@ -166,11 +193,12 @@ class TreeRepairer:
   (`Problem.decode_postprocessor`); `summary()` is what they log.
   """
 
-  def __init__(self):
+  def __init__(self, target_words: bool = False):
     self.repairs = Repairs()
+    self.target_words = target_words  # The targets write words, not XX (`linearize`).
 
   def __call__(self, source: str, decoded: str) -> str:
-    return decoded_tree_line(decoded, source, self.repairs)
+    return decoded_tree_line(decoded, source, self.repairs, self.target_words)
 
   def summary(self) -> str:
     return self.repairs.summary()

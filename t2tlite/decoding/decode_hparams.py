@@ -23,6 +23,7 @@ class DecodeHParams:
   use_cache: bool = True  # Incremental key/value cache; false recomputes the decoder each step (reference/baseline).
   constrain_trees: bool = False  # Parsing: only tokens that keep the output a well-formed tree over the source words (tree_constraint.py).
   tree_max_depth: int = 64  # With constrain_trees: most constituents open at once (the sample's trees reach 27).
+  tree_max_open_run: int = 6  # With constrain_trees: most opening brackets in a row before a word (the sample's train trees reach 6); 0: no bound.
   sampling_method: str = "argmax"  # argmax, or random: draw each token (sampling.py); random needs beam_size=1 (tensor2tensor's).
   sampling_temp: float = 1.0  # With random: log-probs divided by this; 0 is argmax (tensor2tensor's default 1.0).
   sampling_topk: int = 0  # With random: draw among the k most likely tokens; 0: all (fairseq's --sampling-topk).
@@ -35,7 +36,7 @@ class DecodeHParams:
     if self.nbest > self.beam_size:
       raise overrides.OverrideError(
           f"--decode_hparams: nbest={self.nbest} exceeds beam_size={self.beam_size}")
-    for name in ("extra_length", "batch_tokens", "max_input_length", "nbest"):
+    for name in ("extra_length", "batch_tokens", "max_input_length", "nbest", "tree_max_open_run"):
       if getattr(self, name) < 0:
         raise overrides.OverrideError(
             f"--decode_hparams: {name}={getattr(self, name)} must be >= 0")

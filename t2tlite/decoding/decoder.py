@@ -22,6 +22,10 @@ from t2tlite.decoding.decode_hparams import DecodeHParams
 class Decoder:
   """Turns source id lists into target id lists with beam or greedy search (or sampling)."""
 
+  # The cached search's first horizon (search.doubling_horizons): translation's
+  # input + 50 mostly fits in one loop; parsing's input + 300 runs in 3 or 4.
+  first_horizon = 64
+
   def __init__(self, model, decode_hparams: DecodeHParams = DecodeHParams(), constraint=None):
     self.model = model
     self.hparams = decode_hparams
@@ -57,19 +61,23 @@ class Decoder:
     if self.constraint is not None:
       constrained = dict(constraint=self.constraint,
                          constraint_state=self.constraint.initial_state(inputs, max_lengths))
+    # The cached step reads positions < horizon only (search.py, "Horizons").
+    horizons = (search.doubling_horizons(decode_length + 1, self.first_horizon)
+                if hp.use_cache else None)
     if hp.beam_size == 1:
-      step_fn = lambda ids, step, st: self._step(ids, step, st, context)
+      step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
       choice = {}
       if hp.samples:  # Each sentence's draws depend on its own ids and the seed only.
         keys = sampling.source_keys(inputs, source_lengths, hp.sampling_seed)
         choice = dict(choose=sampling.Sampler(hp.sampling_temp, hp.sampling_topk, keys))
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID,
-                                  **constrained, **choice)
+                                  horizons=horizons, **constrained, **choice)
     if not hp.use_cache:  # The cached step reads its per-sentence context once per sentence.
       context = search.tile_to_beams(context, hp.beam_size)
-    step_fn = lambda ids, step, st: self._step(ids, step, st, context)
+    step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
     return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
-                              decode_length, EOS_ID, reorder_state=self._reorder, **constrained)
+                              decode_length, EOS_ID, reorder_state=self._reorder,
+                              horizons=horizons, **constrained)
 
   @property
   def max_input_length(self) -> int:

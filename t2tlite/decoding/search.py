@@ -6,11 +6,20 @@ the token at position `step` (position 0 holds the start symbol) and returns
 float logits [n, vocab] for the token at position step + 1, together with its
 updated cache `state` (a nested structure of tensors with leading dim n).
 
-Everything is a single `tf.while_loop` over tensors of static shape: the
+Everything is a `tf.while_loop` over tensors of static shape: the
 hypotheses live in fixed [batch, beam, decode_length + 2] buffers (start symbol
 in column 0) and one step writes one column. The loop therefore compiles with
 `tf.function(jit_compile=True)` as well as it runs eagerly, and the output
 shapes do not depend on when the loop stops.
+
+Horizons. A cached decoder with a fixed-size cache attends over the whole
+buffer at every step, masked past `step`, so a step costs O(decode_length)
+however short the prefix: with parsing's input + 300 that dominated the
+search. Given `horizons` (increasing static lengths, the last decode_length +
+1; see `doubling_horizons`), the search runs one loop per horizon H, for the
+steps < H, and calls `symbols_to_logits_fn(ids, step, state, horizon=H)`: the
+function may then read positions < H only, a static slice. A step then costs
+O(prefix) (at most twice it), and results are the same as with one loop.
 
 Beam search follows tensor2tensor (Vaswani et al. 2017, Section 6.1; Wu et al.
 2016 for the length penalty):
@@ -80,6 +89,40 @@ class SearchResult(typing.NamedTuple):
   scores: tf.Tensor
   lengths: tf.Tensor
   steps: tf.Tensor
+
+
+def doubling_horizons(length: int, first: int = 64) -> typing.List[int]:
+  """[first, 2 * first, 4 * first, ..., length]: the horizons of a search over `length` positions.
+
+  Doubling keeps the attended width within 2x the prefix while compiling only
+  log2(length / first) + 1 loops; one loop when length <= first.
+  """
+  horizons = []
+  horizon = max(1, first)
+  while horizon < length:
+    horizons.append(horizon)
+    horizon *= 2
+  return horizons + [length]
+
+
+def _run_phases(cond, body, initial, decode_length, horizons):
+  """Runs `body(s, horizon)` while `cond(s)` and step < horizon, one while_loop per horizon.
+
+  Without horizons: one loop over every step, body called with horizon None.
+  """
+  state = initial
+  for horizon in horizons or [None]:
+    limit = decode_length + 1 if horizon is None else min(horizon, decode_length + 1)
+    (state,) = tf.while_loop(
+        lambda s, limit=limit: tf.logical_and(s.step < limit, cond(s)),
+        lambda s, horizon=horizon: body(s, horizon), (state,))
+  return state
+
+
+def _call_model(symbols_to_logits_fn, ids, step, state, horizon):
+  if horizon is None:
+    return symbols_to_logits_fn(ids, step, state)
+  return symbols_to_logits_fn(ids, step, state, horizon=horizon)
 
 
 def length_penalty(length, alpha):
@@ -272,7 +315,7 @@ def gather_rows(state, rows):
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alpha,
                 max_lengths, decode_length, eos_id=1, reorder_state=gather_rows,
-                constraint=None, constraint_state=()):
+                constraint=None, constraint_state=(), horizons=None):
   """Batched beam search with GNMT length penalty and exact early stopping.
 
   Args:
@@ -297,6 +340,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     constraint: None, or a token constraint (module docstring) whose
       `mask`/`update` see rows [batch * beam].
     constraint_state: its initial state, nested tensors [batch, ...].
+    horizons: None, or increasing Python ints ending at decode_length + 1
+      (module docstring): symbols_to_logits_fn then also takes `horizon=`.
   Returns:
     SearchResult with ids [batch, beam_size, decode_length + 1], the best
     `beam_size` finished hypotheses per sentence sorted by normalized score.
@@ -306,9 +351,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
                                 constraint_state if constraint is not None else ())
   batch = _shape_list(initial.alive_seq)[0]
 
-  def body(s):
+  def body(s, horizon):
     ids = tf.gather(s.alive_seq, s.step, axis=2)  # [batch, beam]
-    logits, new_model_state = symbols_to_logits_fn(_merge_beams(ids), s.step, s.model_state)
+    logits, new_model_state = _call_model(symbols_to_logits_fn, _merge_beams(ids), s.step,
+                                          s.model_state, horizon)
     log_probs = _split_beams(_log_probs(logits), batch, beam_size)  # [batch, beam, vocab]
     vocab = _vocab_size(log_probs)
     cand_log_probs, cand_valid = _candidate_log_probs(s, log_probs, max_lengths, eos_id)
@@ -364,10 +410,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
         done=s.done)
     return (s._replace(done=_is_done(s, max_lengths, alpha)),)
 
-  def cond(s):
-    return tf.logical_and(s.step < decode_length + 1, ~tf.reduce_all(s.done))
-
-  (final,) = tf.while_loop(cond, body, (initial,), maximum_iterations=decode_length + 1)
+  final = _run_phases(lambda s: ~tf.reduce_all(s.done), body, initial, decode_length, horizons)
   valid = final.finished_valid
   return SearchResult(
       ids=tf.where(valid[:, :, tf.newaxis], final.finished_seq[:, :, 1:], 0),
@@ -395,7 +438,7 @@ def argmax_choice(keys, step):
 
 def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
                   max_lengths, decode_length, eos_id=1, constraint=None, constraint_state=(),
-                  choose=argmax_choice):
+                  horizons=None, choose=argmax_choice):
   """Batched one-hypothesis decoding (argmax, or sampling); EOS forced after max_lengths[b] tokens.
 
   Args: as `beam_search` with beam 1 (ids, logits and state have leading dim
@@ -421,9 +464,9 @@ def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
       model_state=initial_state,
       constraint_state=constraint_state if constraint is not None else ())
 
-  def body(s):
+  def body(s, horizon):
     ids = tf.gather(s.seq, s.step, axis=1)  # [batch]
-    logits, model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
+    logits, model_state = _call_model(symbols_to_logits_fn, ids, s.step, s.model_state, horizon)
     log_probs = _log_probs(logits)  # [batch, vocab]
     keys = log_probs
     if constraint is not None:
@@ -445,10 +488,8 @@ def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
         constraint_state=constraint_state)
     return (s,)
 
-  def cond(s):
-    return tf.logical_and(s.step < decode_length + 1, ~tf.reduce_all(s.finished))
-
-  (final,) = tf.while_loop(cond, body, (initial,), maximum_iterations=decode_length + 1)
+  final = _run_phases(lambda s: ~tf.reduce_all(s.finished), body, initial, decode_length,
+                      horizons)
   return SearchResult(
       ids=final.seq[:, tf.newaxis, 1:],
       scores=final.log_probs[:, tf.newaxis],

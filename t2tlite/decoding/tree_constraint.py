@@ -14,9 +14,20 @@ sentence of n words is
 - no empty constituent (a constituent dominates at least one `XX`);
 - no opening bracket once all n `XX` are placed (it could only stay empty);
 - at most `max_depth` constituents open at once;
+- at most `max_open_run` opening brackets in a row (before the next word or
+  closing bracket): the sample's train trees never open more than 6 in a row,
+  while an undertrained model, free to, opens the same label dozens of times
+  (`(NP (NP (NP ...`) before a word;
 - it fits the search's length limit: a token is allowed only if the shortest
   completion after it (the words left, then one closing bracket per open
   constituent) still fits before the EOS is forced.
+
+With `target_words` (the problem option that writes each word in place of its
+`XX`), a word slot takes the source's own pieces instead of `XX`: exactly the
+next source piece, in order, and once a word has begun, only its next piece
+until the word is whole (no bracket inside a word). "Words left" then counts
+the source pieces not yet placed, so the length rule is the same. A finished
+hypothesis is then a tree whose words are the source's pieces, in order.
 
 Under these rules every allowed prefix can be completed, so every hypothesis the
 search finishes is such a tree, and since the only token allowed after a
@@ -24,7 +35,8 @@ complete tree is EOS, hypotheses end as soon as their tree is complete.
 
 The per-hypothesis state is a few small tensors (words left, depth, a fixed
 [rows, max_depth] stack of open labels, whether the innermost constituent is
-still empty, tokens left before the forced EOS); the search reorders it with
+still empty, tokens left before the forced EOS; with `target_words` also the
+source ids and the position of the next source piece); the search reorders it with
 the surviving beams like the model's cache, inside the compiled loop.
 
 The constraint API (what the searches call; other constraints, e.g. for
@@ -48,11 +60,14 @@ WORD_BOUNDARY = "\u2581"  # sentencepiece's mark for the space before a piece.
 
 class TreeState(typing.NamedTuple):
   """Per-hypothesis constraint state; every field has leading dim rows."""
-  words_left: tf.Tensor  # int32 [rows]: XX still to place.
+  words_left: tf.Tensor  # int32 [rows]: XX still to place (target_words: source pieces).
   depth: tf.Tensor       # int32 [rows]: constituents open.
   stack: tf.Tensor       # int32 [rows, max_depth]: label index of each open constituent.
   empty: tf.Tensor       # bool [rows]: the innermost open constituent has no word yet.
   budget: tf.Tensor      # int32 [rows]: tokens that may still come before the EOS.
+  open_run: tf.Tensor    # int32 [rows]: opening brackets since the last word or closing one.
+  source: typing.Any = ()    # target_words: int32 [rows, length], the source ids; else ().
+  position: typing.Any = ()  # target_words: int32 [rows], index of the next source piece; else ().
 
 
 def tree_token(piece: str) -> str:
@@ -73,12 +88,19 @@ class TreeConstraint:
       must be false.
     eos_id: the EOS id.
     max_depth: most constituents open at once (the stack's size).
+    max_open_run: most opening brackets in a row (0: no bound).
+    target_words: word slots take the source's pieces, not `XX` (module
+      docstring); the target vocabulary must then be the source's (shared).
+    pad_id: the padding id of the source (target_words: not a piece to place).
   """
 
   def __init__(self, target_pieces: Sequence[str], source_word_starts: Sequence[bool],
-               eos_id: int, max_depth: int):
+               eos_id: int, max_depth: int, target_words: bool = False, pad_id: int = 0,
+               max_open_run: int = 0):
     if max_depth < 1:
       raise ValueError(f"max_depth={max_depth} must be >= 1")
+    if max_open_run < 0:
+      raise ValueError(f"max_open_run={max_open_run} must be >= 0")
     tokens = [tree_token(p) for p in target_pieces]
     opens = {t[1:]: i for i, t in enumerate(tokens)
              if len(t) > 1 and t[0] == "(" and ")" not in t}
@@ -86,10 +108,13 @@ class TreeConstraint:
               if len(t) > 1 and t[0] == ")" and "(" not in t}
     self.labels = sorted(set(opens) & set(closes))
     xx = [i for i, t in enumerate(tokens) if t == linearize.POS_TOKEN]
-    if not self.labels or not xx:
+    if not self.labels or not (xx or target_words):
       raise ValueError("the target vocabulary has no whole tree symbols (`(L`, `)L`, `XX`); "
                        "generate the data with the problem option tree_symbols=true")
     vocab = len(target_pieces)
+    if target_words and len(source_word_starts) != vocab:
+      raise ValueError(f"target_words needs one vocabulary for source and target; the source "
+                       f"has {len(source_word_starts)} pieces, the target {vocab}")
     label_of = np.full([vocab], -1, np.int32)
     is_open = np.zeros([vocab], bool)
     is_close = np.zeros([vocab], bool)
@@ -98,12 +123,16 @@ class TreeConstraint:
       is_open[opens[label]] = True
       is_close[closes[label]] = True
     is_xx = np.zeros([vocab], bool)
-    is_xx[xx[0]] = True
+    if not target_words:
+      is_xx[xx[0]] = True
     is_eos = np.zeros([vocab], bool)
     is_eos[eos_id] = True
     self.vocab_size = vocab
     self.max_depth = max_depth
+    self.max_open_run = max_open_run
     self.eos_id = eos_id
+    self.pad_id = pad_id
+    self.target_words = target_words
     self._label_of = tf.constant(label_of)
     self._is_open = tf.constant(is_open)
     self._is_close = tf.constant(is_close)
@@ -113,7 +142,8 @@ class TreeConstraint:
 
   @classmethod
   def from_encoders(cls, input_encoder, target_encoder, eos_id: int, max_depth: int,
-                    pad_id: int = 0) -> "TreeConstraint":
+                    pad_id: int = 0, target_words: bool = False,
+                    max_open_run: int = 0) -> "TreeConstraint":
     """From sentencepiece encoders (`subword.SubwordEncoder`): their pieces name the tokens."""
     def pieces(encoder):
       processor = encoder.processor
@@ -121,16 +151,23 @@ class TreeConstraint:
     source = pieces(input_encoder)
     starts = [p.startswith(WORD_BOUNDARY) and i not in (pad_id, eos_id)
               for i, p in enumerate(source)]
-    return cls(pieces(target_encoder), starts, eos_id, max_depth)
+    return cls(pieces(target_encoder), starts, eos_id, max_depth, target_words, pad_id,
+               max_open_run)
 
   # --- The constraint API ---
   def initial_state(self, inputs, max_lengths) -> TreeState:
-    """inputs int32 [batch, length] source ids (padded); max_lengths int32 [batch]."""
+    """inputs int32 [batch, length] source ids (EOS-terminated, padded); max_lengths int32 [batch]."""
+    inputs = tf.cast(inputs, tf.int32)
+    if self.target_words:
+      placed = ~tf.equal(inputs, self.pad_id) & ~tf.equal(inputs, self.eos_id)
+      pieces = tf.reduce_sum(tf.cast(placed, tf.int32), axis=1)
+      state = self.initial_state_for_words(pieces, max_lengths)
+      return state._replace(source=inputs, position=tf.zeros_like(pieces))
     words = tf.reduce_sum(tf.cast(tf.gather(self._word_starts, inputs), tf.int32), axis=1)
     return self.initial_state_for_words(words, max_lengths)
 
   def initial_state_for_words(self, num_words, max_lengths) -> TreeState:
-    """The state before the first token, from word counts int32 [batch]."""
+    """The state before the first token, from word counts int32 [batch] (XX targets)."""
     num_words = tf.cast(num_words, tf.int32)
     rows = tf.shape(num_words)[0]
     return TreeState(
@@ -138,7 +175,16 @@ class TreeConstraint:
         depth=tf.zeros([rows], tf.int32),
         stack=tf.zeros([rows, self.max_depth], tf.int32),
         empty=tf.zeros([rows], tf.bool),
-        budget=tf.cast(max_lengths, tf.int32))
+        budget=tf.cast(max_lengths, tf.int32),
+        open_run=tf.zeros([rows], tf.int32))
+
+  def _next_piece(self, state: TreeState):
+    """(int32 [rows] the next source piece, bool [rows] whether it continues a begun word)."""
+    last = tf.shape(state.source)[1] - 1
+    piece = tf.gather(state.source, tf.minimum(state.position, last), batch_dims=1)
+    within = ((state.words_left > 0) & (state.position > 0)
+              & ~tf.gather(self._word_starts, piece))
+    return piece, within
 
   def mask(self, state: TreeState):
     """bool [rows, vocab]: the tokens that keep each prefix completable."""
@@ -146,24 +192,38 @@ class TreeConstraint:
     # Shortest completion after each kind of token: the words left, then a close per open
     # constituent; it must fit in the tokens left after this one.
     can_open = (w > 0) & (d < self.max_depth) & (w + d + 1 <= budget - 1)
+    if self.max_open_run:
+      can_open &= state.open_run < self.max_open_run
     can_xx = (w > 0) & (d > 0) & (w - 1 + d <= budget - 1)
     innermost = tf.gather(state.stack, tf.maximum(d - 1, 0), batch_dims=1)  # [rows]
     can_close = ((d > 0) & ~state.empty & ((d > 1) | (w == 0))
                  & (w + d - 1 <= budget - 1))
     can_eos = (d == 0) & (w == 0)
+    if self.target_words:  # The word slot is the next source piece; no bracket inside a word.
+      piece, within = self._next_piece(state)
+      can_open &= ~within
+      can_close &= ~within
+      word_ok = (tf.equal(tf.range(self.vocab_size)[tf.newaxis], piece[:, tf.newaxis])
+                 & can_xx[:, tf.newaxis])
+    else:
+      word_ok = self._is_xx[tf.newaxis] & can_xx[:, tf.newaxis]
     close_ok = (self._is_close[tf.newaxis] & can_close[:, tf.newaxis]
                 & tf.equal(self._label_of[tf.newaxis], innermost[:, tf.newaxis]))
     return ((self._is_open[tf.newaxis] & can_open[:, tf.newaxis])
-            | (self._is_xx[tf.newaxis] & can_xx[:, tf.newaxis])
+            | word_ok
             | close_ok
             | (self._is_eos[tf.newaxis] & can_eos[:, tf.newaxis]))
 
   def update(self, state: TreeState, tokens) -> TreeState:
     """The state after appending tokens int32 [rows] (clipped, so any token is safe)."""
     tokens = tf.cast(tokens, tf.int32)
-    opened = tf.gather(self._is_open, tokens)
-    closed = tf.gather(self._is_close, tokens) & (state.depth > 0)
-    word = tf.gather(self._is_xx, tokens)
+    if self.target_words:
+      piece, _ = self._next_piece(state)
+      word = tf.equal(tokens, piece) & (state.words_left > 0)
+    else:
+      word = tf.gather(self._is_xx, tokens)
+    opened = tf.gather(self._is_open, tokens) & ~word
+    closed = tf.gather(self._is_close, tokens) & ~word & (state.depth > 0)
     label = tf.gather(self._label_of, tokens)
     slot = tf.minimum(state.depth, self.max_depth - 1)
     at_slot = tf.equal(tf.range(self.max_depth)[tf.newaxis], slot[:, tf.newaxis])
@@ -174,13 +234,21 @@ class TreeConstraint:
         depth=tf.clip_by_value(depth, 0, self.max_depth),
         stack=stack,
         empty=tf.where(opened, True, tf.where(word | closed, False, state.empty)),
-        budget=state.budget - 1)
+        budget=state.budget - 1,
+        open_run=tf.where(opened, state.open_run + 1, 0),
+        source=state.source,
+        position=(state.position + tf.cast(word, tf.int32)) if self.target_words else ())
 
 
-def make_tree_constraint(decode_hparams, input_encoder, target_encoder,
-                         eos_id: int) -> Optional[TreeConstraint]:
-  """The constraint `decode_hparams` asks for (`constrain_trees`), or None."""
+def make_tree_constraint(decode_hparams, input_encoder, target_encoder, eos_id: int,
+                         target_words: bool = False) -> Optional[TreeConstraint]:
+  """The constraint `decode_hparams` asks for (`constrain_trees`), or None.
+
+  target_words: the targets write the source's words, not `XX` (the parsing
+  problems' option of that name).
+  """
   if not getattr(decode_hparams, "constrain_trees", False):
     return None
   return TreeConstraint.from_encoders(input_encoder, target_encoder, eos_id,
-                                      decode_hparams.tree_max_depth)
+                                      decode_hparams.tree_max_depth, target_words=target_words,
+                                      max_open_run=decode_hparams.tree_max_open_run)

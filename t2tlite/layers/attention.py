@@ -12,7 +12,8 @@ One attention function, two paths computing the same numbers:
   GPU under JAX it reaches the fused (cuDNN / flash) kernels;
 - the explicit path (matmul, float32 softmax, optional dropout), used when
   attention dropout is on, when segment masks apply, when the weights are
-  asked for (`attention_with_weights`), and for a single query position
+  asked for (`attention_with_weights`, whose weights the model's
+  `call_with_attention_weights` returns), and for a single query position
   (incremental decoding, where a multiply-and-reduce beats tiny matmuls).
 tests/test_attention_paths.py ties the two.
 
@@ -282,19 +283,25 @@ class MultiHeadAttention(keras.layers.Layer):
                                   query_mask=None, training=None):
     """Like `call`, returning (output [b, t, d_model], weights [b, h, t, s] float32).
 
-    The weights come from the explicit path (`attention_with_weights`); rows
-    of padded queries (False in `query_mask`, bool [b, t]) are zero. A method
-    of its own rather than a flag of `call`, so that `call` has one return type.
+    The output is exactly `call`'s (the same attention call, fused where
+    `call` is fused), so a forward pass that collects weights gives the
+    ordinary forward pass's numbers bit for bit; the weights come from the
+    explicit path (`attention_with_weights`) over the same projected queries
+    and keys, whose context agrees with the fused one to float rounding
+    (tests/test_attention_paths.py). That costs one more Q K^T per layer, on
+    inspection only. Rows of padded queries (False in `query_mask`, bool
+    [b, t]) are zero. A method of its own rather than a flag of `call`, so
+    that `call` has one return type.
     """
     value = query if value is None else value
     key, value = self.project_key_value(value)
-    rate, seed = self._dropout_args(bool(training))
+    query = self.project_query(query)
     if query_mask is not None:
       query_mask = query_mask[:, None, :, None]
-    context, weights = attention_with_weights(
-        self.project_query(query), key, value, attention_mask, rate, seed, causal=causal,
-        query_mask=query_mask)
-    return self.output_dense(self._merge_heads(context)), weights
+    _, weights = attention_with_weights(query, key, value, attention_mask, causal=causal,
+                                        query_mask=query_mask)
+    output = self.attend(query, key, value, attention_mask, bool(training), causal=causal)
+    return output, weights
 
   def compute_output_shape(self, query_shape, value_shape=None):
     return query_shape

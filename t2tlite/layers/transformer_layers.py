@@ -121,6 +121,26 @@ class EncoderLayer(_SubLayerWrapper):
     return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                           lambda y: self.feed_forward(y, training=training), training)
 
+  def call_with_attention_weights(self, x, padding_mask=None, query_mask=None):
+    """Inference `call` that also returns the self-attention weights [b, h, s, s] float32.
+
+    `query_mask` bool [b, s] (True = real token): rows of padded queries are
+    zero. For looking inside a trained model (t2tlite/visualization); the
+    training graph never calls it.
+    """
+    weights = []
+
+    def attend(y):
+      out, w = self.self_attention.call_with_attention_weights(
+          y, attention_mask=padding_mask, query_mask=query_mask)
+      weights.append(w)
+      return out
+
+    x = self._residual(x, self.attention_norm, self.attention_dropout_layer, attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, weights[0]
+
 
 class DecoderLayer(_SubLayerWrapper):
   """Causal self-attention, encoder-decoder attention, then FFN.
@@ -154,6 +174,31 @@ class DecoderLayer(_SubLayerWrapper):
     return self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                           lambda y: self.feed_forward(y, training=training), training)
 
+  def call_with_attention_weights(self, x, memory, memory_mask=None, query_mask=None):
+    """Inference `call` that also returns (self [b, h, t, t], cross [b, h, t, s]) weights.
+
+    Self-attention weights are zero after the query's position (look-ahead
+    mask), cross-attention weights are zero on padded source tokens, and rows
+    of padded target positions (False in `query_mask`, bool [b, t]) are zero.
+    """
+    weights = {}
+
+    def self_attend(y):
+      out, weights["self"] = self.self_attention.call_with_attention_weights(
+          y, causal=True, query_mask=query_mask)
+      return out
+
+    def cross_attend(y):
+      out, weights["cross"] = self.cross_attention.call_with_attention_weights(
+          y, memory, attention_mask=memory_mask, query_mask=query_mask)
+      return out
+
+    x = self._residual(x, self.self_norm, self.self_dropout_layer, self_attend, False)
+    x = self._residual(x, self.cross_norm, self.cross_dropout_layer, cross_attend, False)
+    x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
+                       lambda y: self.feed_forward(y, training=False), False)
+    return x, weights["self"], weights["cross"]
+
   def memory_key_values(self, memory):
     """Encoder output [b, s, d_model] -> cross-attention keys and values, computed once."""
     return self.cross_attention.project_key_value(memory)
@@ -173,9 +218,10 @@ class DecoderLayer(_SubLayerWrapper):
       x: [r, 1, d_model], the embedded token at position `step` of each row.
       step: int32 scalar, the position being decoded.
       cache: {"key": [r, L, h, d_k], "value": [r, L, h, d_v]}.
-      history_index: int32 [r, L], flat index (row * L + position) into the
-        cache of position p of row r's hypothesis; positions > step are never
-        attended (causal mask) and may point anywhere valid.
+      history_index: int32 [r, H], H <= L, flat index (row * L + position)
+        into the cache of position p of row r's hypothesis; only positions < H
+        are read, positions > step are never attended (causal mask) and may
+        point anywhere valid.
       memory_kv: (keys, values) from `memory_key_values`, per sentence [b, s, h, d].
       memory_mask: [b, 1, 1, s] bool. Rows are grouped by sentence: r = b * k.
     Returns:
@@ -189,8 +235,9 @@ class DecoderLayer(_SubLayerWrapper):
       key, value = self.self_attention.project_key_value(y)
       new_cache["key"] = _write_position(cache["key"], key, step)
       new_cache["value"] = _write_position(cache["value"], value, step)
-      max_length = cache["key"].shape[1] or ops.shape(cache["key"])[1]
-      visible = ops.arange(max_length) <= step  # Causality: nothing after `step`.
+      # Attended positions: history_index's width (the search's horizon, or the whole cache).
+      width = history_index.shape[1] or ops.shape(history_index)[1]
+      visible = ops.arange(width) <= step  # Causality: nothing after `step`.
       return self.self_attention.attend(
           query, _gather_history(new_cache["key"], history_index),
           _gather_history(new_cache["value"], history_index),

@@ -14,6 +14,8 @@ lives in t2tlite/training and t2tlite/decoding and imports this, never the
 reverse.
 """
 
+from typing import List, NamedTuple
+
 import keras
 from keras import ops
 
@@ -24,6 +26,17 @@ from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
 from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
 from t2tlite.registry import register_model
+
+
+class AttentionWeights(NamedTuple):
+  """Every layer's attention probabilities, each [b, heads, query, key] float32.
+
+  Rows of padded queries are zero; padded keys and (decoder self-attention)
+  future positions carry zero weight; every other row sums to 1.
+  """
+  encoder: List  # Encoder self-attention, per layer [b, h, s, s].
+  decoder: List  # Decoder self-attention (causal), per layer [b, h, t, t].
+  encoder_decoder: List  # Decoder queries over the encoder output, per layer [b, h, t, s].
 
 
 def shift_right(targets):
@@ -111,6 +124,37 @@ class Transformer(keras.Model):
     self.decoder_norm = decoder_norm
     self._softmax = softmax
 
+  # --- Looking inside: the attention weights (never on the training or decoding path) ---
+  def call_with_attention_weights(self, inputs, targets):
+    """The teacher-forced forward pass (no dropout), also returning every attention's weights.
+
+    inputs [b, s] and targets [b, t] int32 ids (EOS-terminated, PAD_ID-padded,
+    as in training) -> (logits [b, t, vocab] float32, AttentionWeights), the
+    weights per layer, [layer][b, heads, query, key] float32. Decoder query
+    position i reads targets[i - 1] (shifted right) and predicts targets[i], so
+    decoder rows are labelled with the targets. Every attention goes through
+    the explicit path (`attention_with_weights`), so the functional graph the
+    trainer compiles is untouched; tests check the logits equal it.
+    """
+    source_real = ops.not_equal(inputs, PAD_ID)  # [b, s]
+    target_real = ops.not_equal(targets, PAD_ID)  # [b, t]
+    memory_mask = padding_mask(inputs, PAD_ID)
+    x = self.source_position(self.source_embedding(inputs))
+    encoder = []
+    for layer in self.encoder_layers:
+      x, w = layer.call_with_attention_weights(x, memory_mask, source_real)
+      encoder.append(w)
+    memory = x if self.encoder_norm is None else self.encoder_norm(x)
+    y = self.target_position(self.target_embedding(shift_right(targets)))
+    decoder, cross = [], []
+    for layer in self.decoder_layers:
+      y, w_self, w_cross = layer.call_with_attention_weights(y, memory, memory_mask, target_real)
+      decoder.append(w_self)
+      cross.append(w_cross)
+    if self.decoder_norm is not None:
+      y = self.decoder_norm(y)
+    return self._softmax(y), AttentionWeights(encoder, decoder, cross)
+
   # --- Incremental decoding ---
   def encode(self, inputs):
     """[b, s] ids -> (memory [b, s, d_model], memory_mask [b, 1, 1, s] bool); no dropout."""
@@ -152,11 +196,14 @@ class Transformer(keras.Model):
     }
     return state, context
 
-  def decode_step(self, ids, step, state, context):
+  def decode_step(self, ids, step, state, context, horizon=None):
     """ids [r] at position `step` (int32 scalar) -> (logits [r, vocab] float32, new state).
 
     r = sentences x hypotheses per sentence, rows grouped by sentence (the
-    layout of `search.tile_to_beams`); `context` is per sentence.
+    layout of `search.tile_to_beams`); `context` is per sentence. `horizon`
+    (a static int > step, or None for the whole cache): self-attention reads
+    the first `horizon` positions only, so a step costs O(horizon), not
+    O(cache length) (search.py, "Horizons").
     """
     history_rows = state["history_rows"]
     rows = ops.arange(ops.shape(history_rows)[0], dtype="int32")
@@ -165,6 +212,8 @@ class Transformer(keras.Model):
     # Positions before `step` come from the ancestors; `step` and after from the row itself.
     history_rows = ops.where(positions[None] < step, history_rows, rows[:, None])
     history_index = history_rows * max_length + positions[None]  # Into [r * L] caches.
+    if horizon is not None and (not isinstance(max_length, int) or horizon < max_length):
+      history_index = history_index[:, :horizon]  # Positions attended at this step and before.
     y = self.target_embedding(ids[:, None])  # [r, 1, d_model]
     y = self.target_position(y, start_index=step)
     new_state = {"history_rows": history_rows}
@@ -192,12 +241,13 @@ class Transformer(keras.Model):
     state = {"ids": ops.zeros((batch, max_length), "int32")}
     return state, {"memory": memory, "memory_mask": memory_mask}
 
-  def decode_step_uncached(self, ids, step, state, context):
+  def decode_step_uncached(self, ids, step, state, context, horizon=None):
     """Same contract as `decode_step`, recomputing the whole decoder over all positions.
 
     Position `step` gets `ids`, later positions still hold padding, which the
     causal mask hides from position `step`, so its logits equal the cached ones.
-    Costs O(L) decoder passes of length L: what a decoder without a cache does.
+    Costs O(L) decoder passes of length L: what a decoder without a cache does
+    (`horizon` is accepted and ignored: the baseline recomputes everything).
     """
     history = state["ids"]
     at_step = ops.equal(ops.arange(ops.shape(history)[1], dtype="int32"), step)[None, :]

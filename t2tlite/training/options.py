@@ -52,6 +52,10 @@ class TrainOptions:
   eval_decode_lines: int = _option(0, "Dev sentences decoded per evaluation (0: all).")
   eval_decode_hparams: str = _option(
       "", "--decode_hparams for the dev decodes (default: the problem's, beam 4).")
+  attention_summaries: bool = _option(
+      True, "At each evaluation log the attention heatmaps (every layer x head, each attention "
+      "kind) of the first dev sentence to TensorBoard as attention/* images (one forward "
+      "pass of one sentence).")
   log_every: int = _option(100, "Steps between progress lines and summaries.")
   random_seed: int = _option(1, "Seed for initialisation, dropout and shuffling.")
   overwrite_run: bool = _option(

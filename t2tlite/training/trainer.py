@@ -90,6 +90,7 @@ class Trainer:
     self.manager = self._make_manager()
     self._logged = {"train": -1, "eval": -1}  # Last steps already in TensorBoard (resumes).
     self._dev_decoder = None  # Built at the first evaluation that decodes.
+    self._attention_sentence = None  # The dev sentence of attention/*, read at the first one.
     self.train_step = train_step.make_train_step(
         self.model, self.optimizer, self.hparams, self.strategy)
     self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
@@ -287,6 +288,8 @@ class Trainer:
       return {}
     if step > self._logged["eval"]:  # A resumed run does not log a step twice.
       progress.write_scalars(self.eval_writer, step, scalars)
+      if self.options.attention_summaries and self.is_chief:
+        self._log_attention(step)
     logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
     if self.best is not None:
       self.best.observe(step, scalars)
@@ -316,6 +319,15 @@ class Trainer:
     if self.options.eval_decode and self.is_chief:  # Decoding needs no other worker.
       scalars.update(self.decode_dev())
     return scalars
+
+  def _log_attention(self, step: int) -> None:
+    """attention/* images of the first dev sentence (t2tlite/visualization/summary.py)."""
+    from t2tlite.visualization import summary
+    if self._attention_sentence is None:  # () when dev has no usable sentence.
+      self._attention_sentence = summary.fixed_dev_sentence(self.problem, self.data_dir) or ()
+    if self._attention_sentence:
+      summary.write_attention_summaries(self.eval_writer, step, self.model,
+                                        self._attention_sentence)
 
   def _seconds_trained(self) -> float:
     """Training wall time so far: before this process (from the checkpoint) plus since its loop began."""
