@@ -4,6 +4,8 @@ import dataclasses
 
 from t2tlite import overrides
 
+SAMPLING_METHODS = ("argmax", "random")
+
 
 @dataclasses.dataclass(frozen=True)
 class DecodeHParams:
@@ -22,6 +24,10 @@ class DecodeHParams:
   constrain_trees: bool = False  # Parsing: only tokens that keep the output a well-formed tree over the source words (tree_constraint.py).
   tree_max_depth: int = 64  # With constrain_trees: most constituents open at once (the sample's trees reach 27).
   tree_max_open_run: int = 6  # With constrain_trees: most opening brackets in a row before a word (the sample's train trees reach 6); 0: no bound.
+  sampling_method: str = "argmax"  # argmax, or random: draw each token (sampling.py); random needs beam_size=1 (tensor2tensor's).
+  sampling_temp: float = 1.0  # With random: log-probs divided by this; 0 is argmax (tensor2tensor's default 1.0).
+  sampling_topk: int = 0  # With random: draw among the k most likely tokens; 0: all (fairseq's --sampling-topk).
+  sampling_seed: int = 1  # With random: the same seed gives the same sample of a sentence, however it is batched.
 
   def __post_init__(self):
     for name in ("beam_size", "batch_size", "length_multiple", "tree_max_depth"):
@@ -34,9 +40,23 @@ class DecodeHParams:
       if getattr(self, name) < 0:
         raise overrides.OverrideError(
             f"--decode_hparams: {name}={getattr(self, name)} must be >= 0")
-    if self.extra_length < 0:
+    if self.sampling_method not in SAMPLING_METHODS:
       raise overrides.OverrideError(
-          f"--decode_hparams: extra_length={self.extra_length} must be >= 0")
+          f"--decode_hparams: sampling_method={self.sampling_method!r} must be one of "
+          f"{', '.join(SAMPLING_METHODS)}")
+    if self.sampling_temp < 0 or self.sampling_topk < 0:
+      raise overrides.OverrideError(
+          f"--decode_hparams: sampling_temp={self.sampling_temp} and sampling_topk="
+          f"{self.sampling_topk} must be >= 0")
+    if self.sampling_method == "random" and self.beam_size != 1:
+      raise overrides.OverrideError(
+          f"--decode_hparams: sampling_method=random draws one hypothesis per sentence; "
+          f"add beam_size=1 (got beam_size={self.beam_size})")
+
+  @property
+  def samples(self) -> bool:
+    """Whether tokens are drawn rather than ranked (random at a temperature above 0)."""
+    return self.sampling_method == "random" and self.sampling_temp > 0
 
   def rows_for_width(self, width: int) -> int:
     """Most sentences a batch of padded source width `width` may hold."""

@@ -15,12 +15,12 @@ import tensorflow as tf
 
 from t2tlite import xla_choice
 from t2tlite.constants import EOS_ID, PAD_ID, until_eos
-from t2tlite.decoding import search
+from t2tlite.decoding import sampling, search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 
 
 class Decoder:
-  """Turns source id lists into target id lists with beam or greedy search."""
+  """Turns source id lists into target id lists with beam or greedy search (or sampling)."""
 
   # The cached search's first horizon (search.doubling_horizons): translation's
   # input + 50 mostly fits in one loop; parsing's input + 300 runs in 3 or 4.
@@ -70,8 +70,12 @@ class Decoder:
                 if hp.use_cache and isinstance(decode_length, int) else None)
     if hp.beam_size == 1:
       step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
+      choice = {}
+      if hp.samples:  # Each sentence's draws depend on its own ids and the seed only.
+        keys = sampling.source_keys(inputs, source_lengths, hp.sampling_seed)
+        choice = dict(choose=sampling.Sampler(hp.sampling_temp, hp.sampling_topk, keys))
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID,
-                                  horizons=horizons, **constrained)
+                                  horizons=horizons, **constrained, **choice)
     if not hp.use_cache:  # The cached step reads its per-sentence context once per sentence.
       context = search.tile_to_beams(context, hp.beam_size)
     step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)

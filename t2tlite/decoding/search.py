@@ -55,6 +55,11 @@ updates it with each chosen token, inside the loop. Disallowed tokens are
 invalid candidates; allowed ones keep the model's log-probs (no renormalisation,
 as with the forced EOS).
 
+Token choice is one hook in two parts: the constraint says which tokens are
+allowed, and greedy search's `choose` picks one of them (argmax, or a draw:
+`sampling.Sampler`, `sampling_method=random`). Beam search always ranks
+(sampling is a one-hypothesis search, as in tensor2tensor).
+
 Empty slots (which only arise when fewer than `beam` distinct sequences exist)
 and impossible candidates are tracked with explicit boolean masks rather than
 with magic scores; -inf only appears as a sort key for top_k, never in
@@ -425,16 +430,26 @@ class _GreedyState(typing.NamedTuple):
   constraint_state: typing.Any  # nested tensors [batch, ...]; () without a constraint.
 
 
+def argmax_choice(keys, step):
+  """The default token choice: the most likely allowed token (lowest id on ties)."""
+  del step  # The argmax needs no randomness.
+  return tf.argmax(keys, axis=-1, output_type=tf.int32)
+
+
 def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
                   max_lengths, decode_length, eos_id=1, constraint=None, constraint_state=(),
-                  horizons=None):
-  """Batched argmax decoding; EOS forced after max_lengths[b] tokens.
+                  horizons=None, choose=argmax_choice):
+  """Batched one-hypothesis decoding (argmax, or sampling); EOS forced after max_lengths[b] tokens.
 
   Args: as `beam_search` with beam 1 (ids, logits and state have leading dim
-    batch); after a sentence's EOS it is fed pad (0) and its score frozen. With a
-    `constraint`, the argmax is over the allowed tokens.
+    batch); after a sentence's EOS it is fed pad (0) and its score frozen.
+    choose: the token choice, (keys float32 [batch, vocab], step int32 scalar)
+      -> int32 [batch], where keys are the next-token log-probs with the
+      tokens a `constraint` disallows at -inf. Default: argmax; sampling.py's
+      `Sampler` draws instead. The forced EOS overrides it.
   Returns:
-    SearchResult with beam = 1; scores are unnormalized log P(Y|X).
+    SearchResult with beam = 1; scores are unnormalized log P(Y|X) of the
+    tokens chosen (the model's log-probs, whatever the choice).
   """
   max_lengths = _clamped_max_lengths(max_lengths, decode_length)
   batch = _shape_list(initial_ids)[0]
@@ -456,8 +471,8 @@ def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
     keys = log_probs
     if constraint is not None:
       keys = tf.where(constraint.mask(s.constraint_state), log_probs, _SORT_MIN)
-    best = tf.argmax(keys, axis=-1, output_type=tf.int32)
-    token = tf.where(s.step >= max_lengths, eos_id, best)
+    chosen = choose(keys, s.step)
+    token = tf.where(s.step >= max_lengths, eos_id, chosen)
     token_log_prob = tf.gather(log_probs, token, batch_dims=1)
     token = tf.where(s.finished, 0, token)
     constraint_state = s.constraint_state

@@ -109,11 +109,7 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
     w.assign(tf.cast(total / len(paths), w.dtype))
 
   os.makedirs(os.path.dirname(target), exist_ok=True)
-  root = tf.train.Checkpoint(model=checkpoints.model_trackable(model))
-  # Checkpoint.restore (restore_model) creates a save_counter and asserts it was found, so
-  # the file needs one, as every CheckpointManager checkpoint has. write() adds no suffix.
-  root.save_counter.assign(1)
-  root.write(target)
+  checkpoints.write_model(model, target)
   checkpoint_manifest.write_manifest(target)
   _write_json(target + ".json", {
       "n": n,

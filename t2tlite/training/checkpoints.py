@@ -28,6 +28,18 @@ def model_trackable(model) -> tf.train.Checkpoint:
   return tf.train.Checkpoint(**named)
 
 
+def write_model(model, prefix: str) -> str:
+  """Writes a model-only checkpoint at exactly `prefix` (averaged/, best/); returns it.
+
+  Checkpoint.restore (restore_model) creates a save_counter and asserts it was
+  found, so the file needs one, as every CheckpointManager checkpoint has.
+  write() adds no suffix.
+  """
+  root = tf.train.Checkpoint(model=model_trackable(model))
+  root.save_counter.assign(1)
+  return root.write(prefix)
+
+
 def restore_model(model, path: str) -> None:
   """Restores only the model's variables from a training checkpoint; all must be found."""
   status = tf.train.Checkpoint(model=model_trackable(model)).restore(path)

@@ -19,6 +19,10 @@ class TrainOptionsError(UserError):
   """A training option out of range; the line names the flag and the value."""
 
 
+# --keep_best's metrics (keep_best.METRICS says which way is better; kept here without imports).
+KEEP_BEST_METRICS = ("bleu", "loss", "parse_f1", "exact_match", "nll", "perplexity")
+
+
 def _option(default: Any, help_text: str):
   """A field that is also a flag: its default and help text, once."""
   return dataclasses.field(default=default, metadata={"help": help_text})
@@ -57,6 +61,19 @@ class TrainOptions:
   overwrite_run: bool = _option(
       False, "Start over in an --output_dir that holds a run: its files are moved into "
       "<output_dir>/previous-N/, not deleted.")
+  warm_start_from: str = _option(
+      "", "Start a new run from the weights of this checkpoint (or the newest in this run "
+      "directory), matched by Keras path; the optimizer and step start afresh. Ignored when "
+      "--output_dir already holds a checkpoint (that run resumes).")
+  warm_start_skip_embeddings: bool = _option(
+      False, "With --warm_start_from: leave the vocabulary-sized weights (embeddings, softmax) "
+      "at their initial values, for a run with another vocabulary.")
+  keep_best: str = _option(
+      "", "Keep the weights of the best evaluation by this dev metric in <output_dir>/best/ "
+      f"(one of {', '.join(KEEP_BEST_METRICS)}; never rotated away). Empty: off.")
+  early_stopping_patience: int = _option(
+      0, "Stop after this many evaluations in a row without a better --keep_best metric "
+      "(0: never).")
 
   def __post_init__(self):
     for name, low in _AT_LEAST.items():
@@ -64,12 +81,24 @@ class TrainOptions:
       if value < low:
         meaning = " (0: off)" if low == 0 else ""
         raise TrainOptionsError(f"--{name}={value}: must be >= {low}{meaning}")
+    if self.keep_best and self.keep_best not in KEEP_BEST_METRICS:
+      raise TrainOptionsError(f"--keep_best={self.keep_best}: must be one of "
+                              f"{', '.join(KEEP_BEST_METRICS)}")
+    if self.early_stopping_patience and not self.keep_best:
+      raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
+                              "needs --keep_best=METRIC, the dev metric it watches")
+    if self.early_stopping_patience and not self.eval_every:
+      raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
+                              "needs --eval_every > 0 (with 0, dev is evaluated at the end only)")
+    if self.warm_start_skip_embeddings and not self.warm_start_from:
+      raise TrainOptionsError("--warm_start_skip_embeddings: needs --warm_start_from")
 
 
 # The one place the options' ranges are checked, for the flags and for library callers alike.
 _AT_LEAST = {"train_steps": 0, "train_seconds": 0, "eval_every": 0, "eval_steps": 0,
              "save_checkpoints_steps": 1, "save_checkpoints_secs": 0, "keep_checkpoint_max": 1,
-             "average_last_n": 0, "eval_decode_lines": 0, "log_every": 1}
+             "average_last_n": 0, "eval_decode_lines": 0, "log_every": 1,
+             "early_stopping_patience": 0}
 
 
 def define_flags(flag_values=None) -> None:

@@ -7,7 +7,9 @@ one (model, optimizer and the input iterator, so a run killed with `kill -9`
 continues on the same step with the same data), then alternates training
 steps, progress lines on stderr, TensorBoard summaries, periodic evaluation
 and checkpoints. With several workers only the chief writes into the output
-directory, and every worker restores the chief's checkpoint.
+directory, and every worker restores the chief's checkpoint. A new run may
+start from another run's weights (warm_start.py); the best evaluation's
+weights are kept in best/ and training may stop early (keep_best.py).
 """
 
 import json
@@ -23,8 +25,8 @@ from t2tlite import registry, xla_choice
 from t2tlite.hparams_record import HParams
 from t2tlite.data import shard_manifest
 from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, distribution,
-                              input_pipeline, progress, resume, run_dir, run_identity, run_lock,
-                              train_step)
+                              input_pipeline, keep_best, progress, resume, run_dir, run_identity,
+                              run_lock, train_step, warm_start)
 from t2tlite.training.optimization import make_optimizer
 from t2tlite.training.options import TrainOptions
 
@@ -53,6 +55,8 @@ class Trainer:
       run_info = dict(run_info or {}, problem=problem.name, model=model_name,
                       random_seed=options.random_seed,
                       data=run_identity.data_identity(problem, data_dir))
+      if options.warm_start_from:
+        run_info["warm_start_from"] = options.warm_start_from
       run_identity.check_resume(output_dir, run_dir.load_run_info(output_dir), run_info)
       run_dir.prepare(output_dir, self.hparams, run_info)
     keras.utils.set_random_seed(options.random_seed)  # The same seed on every worker.
@@ -75,6 +79,7 @@ class Trainer:
       raise distribution.DistributionError(
           "--train_seconds: workers could stop on different steps; bound the run with "
           "--train_steps when training on several machines")
+    self.best = self._make_best_keeper()
     # Wall time spent training so far, resumes included (what --train_seconds bounds).
     self.seconds_trained = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                        name="seconds_trained")
@@ -95,6 +100,30 @@ class Trainer:
     else:
       self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
     self._compilations = {"train": 0, "eval": 0}  # Traces (XLA compilations) seen so far.
+
+  def _make_best_keeper(self) -> Optional[keep_best.BestKeeper]:
+    """--keep_best / --early_stopping_patience, checked against what evaluation reports."""
+    opts = self.options
+    if not opts.keep_best:
+      return None
+    if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      raise distribution.DistributionError(
+          "--keep_best: dev decoding runs on the chief alone, so workers could disagree on "
+          "when to stop; use it on one machine")
+    if opts.keep_best in keep_best.DECODE_METRICS:
+      if not opts.eval_decode:
+        raise keep_best.BestKeeperError(f"--keep_best={opts.keep_best} is measured by decoding "
+                                        "dev: it needs --eval_decode")
+      if opts.keep_best not in self.problem.eval_metrics:
+        raise keep_best.BestKeeperError(
+            f"--keep_best={opts.keep_best}: {self.problem.name} reports "
+            f"{', '.join(self.problem.eval_metrics)} (or loss, nll, perplexity) on dev")
+    return keep_best.BestKeeper(self.output_dir, opts.keep_best, opts.early_stopping_patience,
+                                self._write_weights, self.is_chief)
+
+  def _write_weights(self, prefix: str) -> None:
+    """A model-only checkpoint of the current weights at `prefix` (best/, like averaged/)."""
+    checkpoints.write_model(self.model, prefix)
 
   def _make_manager(self) -> tf.train.CheckpointManager:
     return tf.train.CheckpointManager(
@@ -148,7 +177,13 @@ class Trainer:
     opts = self.options
     step = self.restore()
     if self._restored is None:
+      if opts.warm_start_from:  # Before ckpt-0, so a resume starts from the loaded weights.
+        warm_start.warm_start(self.model, opts.warm_start_from, opts.warm_start_skip_embeddings,
+                              run_identity.data_identity(self.problem, self.data_dir))
       self.save()  # ckpt-0: a run killed before its first periodic save still resumes.
+    elif opts.warm_start_from:
+      logging.info("%s holds checkpoints: resuming at step %d; --warm_start_from=%s is only "
+                   "read by a new run", self.output_dir, step, opts.warm_start_from)
     finished_before = step >= opts.train_steps  # A rerun of a finished run trains nothing.
     if step == 0 and self._logged["train"] < 0:
       with self.train_writer.as_default(step=0):
@@ -167,10 +202,13 @@ class Trainer:
     last_eval = {}
     skipped = 0
     self._clock = (time.time(), float(self.seconds_trained.numpy()))
+    stopped_early = self.best is not None and self.best.out_of_patience
+    if stopped_early:
+      logging.info("%s (recorded before this resume): nothing to train", self.best.stop_reason())
     if opts.train_seconds:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
-    while step < opts.train_steps and not self._out_of_time():
+    while not stopped_early and step < opts.train_steps and not self._out_of_time():
       try:
         batch = next(self.train_iterator)
       except tf.errors.DataLossError as e:  # Name the shard and record, not a byte offset.
@@ -189,7 +227,8 @@ class Trainer:
         window.reset()
       if opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps:
         last_eval = self.evaluate(step)
-      due = (step % opts.save_checkpoints_steps == 0 or
+        stopped_early = self.best is not None and self.best.out_of_patience
+      due = (stopped_early or step % opts.save_checkpoints_steps == 0 or
              (opts.save_checkpoints_secs and
               time.time() - last_save_time >= opts.save_checkpoints_secs))
       if due and step < opts.train_steps:
@@ -197,7 +236,10 @@ class Trainer:
         last_save_time = time.time()
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step, unless it was just saved.
-    if finished_before and self._logged["eval"] >= step:
+    if stopped_early:
+      logging.info("%s; stopped at step %d of %d", self.best.stop_reason(), step,
+                   opts.train_steps)
+    elif finished_before and self._logged["eval"] >= step:
       logging.info("step %d >= --train_steps=%d: nothing to train; the evaluation at step %d is "
                    "already in TensorBoard", step, opts.train_steps, step)
     else:
@@ -239,8 +281,22 @@ class Trainer:
     return decoded.metrics
 
   def evaluate(self, step: Optional[int] = None) -> dict:
-    """Teacher-forced loss, NLL, perplexity and accuracies on the dev split."""
+    """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best."""
     step = self.step if step is None else step
+    scalars = self.dev_metrics()
+    if not scalars:
+      return {}
+    if step > self._logged["eval"]:  # A resumed run does not log a step twice.
+      progress.write_scalars(self.eval_writer, step, scalars)
+      if self.options.attention_summaries and self.is_chief:
+        self._log_attention(step)
+    logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
+    if self.best is not None:
+      self.best.observe(step, scalars)
+    return scalars
+
+  def dev_metrics(self) -> dict:
+    """Teacher-forced loss, NLL, perplexity and accuracies on dev, and the decoded metrics."""
     if not self.problem.has_data("dev", self.data_dir):
       logging.warning("no dev data for %s in %s: evaluation skipped", self.problem.name,
                       self.data_dir)
@@ -262,11 +318,6 @@ class Trainer:
                                        "sequence_accuracy")}
     if self.options.eval_decode and self.is_chief:  # Decoding needs no other worker.
       scalars.update(self.decode_dev())
-    if step > self._logged["eval"]:  # A resumed run does not log a step twice.
-      progress.write_scalars(self.eval_writer, step, scalars)
-      if self.options.attention_summaries and self.is_chief:
-        self._log_attention(step)
-    logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
     return scalars
 
   def _log_attention(self, step: int) -> None:
