@@ -157,6 +157,35 @@ def allowed_after(prefix, valid):
   return allowed
 
 
+def exact_beam(valid, max_length):
+  """A beam wide enough to be exact: the most distinct prefixes of one length."""
+  return max(sum(1 for v in {w[:k] for w in valid} if len(v) == k)
+             for k in range(max_length + 1))
+
+
+def assert_best_beams(result, truth, beam):
+  """The search's finished beams are the brute-force best (score, tree) pairs, best first."""
+  got = []
+  for k in range(beam):
+    if result.scores[0, k] > search.NEG_INF / 2:
+      ids = list(result.ids[0, k].numpy())
+      got.append((float(result.scores[0, k]), tuple(ids[:ids.index(EOS)])))
+  kept = min(beam, len(truth))
+  assert [g[1] for g in got] == [t[1] for t in truth[:kept]]
+  assert np.allclose([g[0] for g in got], [t[0] for t in truth[:kept]], atol=1e-4)
+
+
+def brute_force_greedy(step, valid):
+  """Greedy by brute force: each step, the model's argmax over the brute-force allowed set."""
+  prefix = ()
+  while True:
+    logits = step(tf.constant([prefix[-1] if prefix else 0]), len(prefix), {})[0].numpy()[0]
+    token = max(allowed_after(prefix, valid), key=lambda t: logits[t])
+    if token == EOS:
+      return prefix
+    prefix += (token,)
+
+
 def constraint(max_depth):
   starts = [False, False] + [True] * (len(PIECES) - 2)
   return TreeConstraint(PIECES, starts, EOS, max_depth)
@@ -242,8 +271,7 @@ def test_constrained_beam_search_returns_the_best_valid_trees(n_words, max_depth
   valid = all_valid_trees(n_words, max_depth, max_length)
   step, score = fake_model(len(PIECES), max_length, seed=n_words * 10 + max_depth + max_length)
   truth = sorted(((score(v + (EOS,), alpha), v) for v in valid), reverse=True)
-  beam = max(sum(1 for v in {w[:k] for w in valid} if len(v) == k)
-             for k in range(max_length + 1))  # Wide enough to be exact.
+  beam = exact_beam(valid, max_length)
   c = constraint(max_depth)
   start = tf.zeros([1], tf.int32)
   max_lengths = tf.constant([max_length])
@@ -251,15 +279,7 @@ def test_constrained_beam_search_returns_the_best_valid_trees(n_words, max_depth
       step, start, {}, beam, alpha, max_lengths, max_length, EOS,
       constraint=c, constraint_state=c.initial_state_for_words(tf.constant([n_words]),
                                                                max_lengths))
-  got = []
-  for k in range(beam):
-    if result.scores[0, k] > search.NEG_INF / 2:
-      ids = list(result.ids[0, k].numpy())
-      got.append((float(result.scores[0, k]), tuple(ids[:ids.index(EOS)])))
-  assert got[0][1] == truth[0][1]
-  kept = min(beam, len(truth))
-  assert [g[1] for g in got] == [t[1] for t in truth[:kept]]
-  assert np.allclose([g[0] for g in got], [t[0] for t in truth[:kept]], atol=1e-4)
+  assert_best_beams(result, truth, beam)
 
 
 @pytest.mark.parametrize("n_words,max_depth,max_length", CASES)
@@ -267,13 +287,7 @@ def test_constrained_greedy_search_takes_the_best_allowed_token_each_step(
     n_words, max_depth, max_length):
   valid = set(all_valid_trees(n_words, max_depth, max_length))
   step, _ = fake_model(len(PIECES), max_length, seed=7 + n_words)
-  prefix = ()
-  while True:  # Brute-force greedy: argmax of the model over the brute-force allowed set.
-    logits = step(tf.constant([prefix[-1] if prefix else 0]), len(prefix), {})[0].numpy()[0]
-    token = max(allowed_after(prefix, valid), key=lambda t: logits[t])
-    if token == EOS:
-      break
-    prefix += (token,)
+  prefix = brute_force_greedy(step, valid)
   c = constraint(max_depth)
   max_lengths = tf.constant([max_length])
   result = search.greedy_search(
@@ -379,22 +393,14 @@ def test_constrained_beam_search_with_words_returns_the_best_valid_trees(
   vocab = len(PIECES) + len(WORD_PIECES)
   step, score = fake_model(vocab, max_length, seed=sum(source) + max_depth + max_length)
   truth = sorted(((score(v + (EOS,), alpha), v) for v in valid), reverse=True)
-  beam = max(sum(1 for v in {w[:k] for w in valid} if len(v) == k)
-             for k in range(max_length + 1))  # Wide enough to be exact.
+  beam = exact_beam(valid, max_length)
   c = word_constraint(max_depth)
   max_lengths = tf.constant([max_length])
   result = search.beam_search(
       step, tf.zeros([1], tf.int32), {}, beam, alpha, max_lengths, max_length, EOS,
       constraint=c, constraint_state=c.initial_state(tf.constant([list(source) + [EOS]]),
                                                      max_lengths))
-  got = []
-  for k in range(beam):
-    if result.scores[0, k] > search.NEG_INF / 2:
-      ids = list(result.ids[0, k].numpy())
-      got.append((float(result.scores[0, k]), tuple(ids[:ids.index(EOS)])))
-  kept = min(beam, len(truth))
-  assert [g[1] for g in got] == [t[1] for t in truth[:kept]]
-  assert np.allclose([g[0] for g in got], [t[0] for t in truth[:kept]], atol=1e-4)
+  assert_best_beams(result, truth, beam)
 
 
 @pytest.mark.parametrize("source,max_depth,max_length", WORD_CASES)
@@ -402,13 +408,7 @@ def test_constrained_greedy_search_with_words_takes_the_best_allowed_token_each_
     source, max_depth, max_length):
   valid = set(all_valid_trees(0, max_depth, max_length, source=source))
   step, _ = fake_model(len(PIECES) + len(WORD_PIECES), max_length, seed=11 + len(source))
-  prefix = ()
-  while True:  # Brute-force greedy: argmax of the model over the brute-force allowed set.
-    logits = step(tf.constant([prefix[-1] if prefix else 0]), len(prefix), {})[0].numpy()[0]
-    token = max(allowed_after(prefix, valid), key=lambda t: logits[t])
-    if token == EOS:
-      break
-    prefix += (token,)
+  prefix = brute_force_greedy(step, valid)
   c = word_constraint(max_depth)
   max_lengths = tf.constant([max_length])
   result = search.greedy_search(

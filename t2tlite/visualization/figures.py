@@ -79,6 +79,13 @@ def _save(plt, fig, path):
   plt.close(fig)
 
 
+def _layer_view(attention: SentenceAttention, kind: str, layer: int):
+  """(query tokens, key tokens, weights [h, q, k] of `layer`, layer count, a colour per head)."""
+  queries, keys = attention.tokens(kind)
+  weights = attention.weights(kind)[layer]
+  return queries, keys, weights, attention.weights(kind).shape[0], head_colors(weights.shape[0])
+
+
 def fig3(attention: SentenceAttention, kind: str, layer: int, token: int, path: str) -> None:
   """One query token's attention in one layer (0-based `layer`), every head a colour."""
   plt = _pyplot()
@@ -103,10 +110,7 @@ def fig4(attention: SentenceAttention, kind: str, layer: int, heads: Sequence[in
          path: str) -> None:
   """Top: all of head heads[0]; bottom: `token` alone in heads[0] and heads[1] (0-based)."""
   plt = _pyplot()
-  queries, keys = attention.tokens(kind)
-  weights = attention.weights(kind)[layer]
-  n = attention.weights(kind).shape[0]
-  colors = head_colors(weights.shape[0])
+  queries, keys, weights, n, colors = _layer_view(attention, kind, layer)
   fig, axes = _figure(plt, 2, max(len(queries), len(keys)))
   top, bottom = axes[0, 0], axes[1, 0]
   _token_rows(top, queries, keys)
@@ -125,10 +129,7 @@ def fig5(attention: SentenceAttention, kind: str, layer: int, heads: Sequence[in
          path: str) -> None:
   """Every token's attention in each of two heads of one layer, one panel per head."""
   plt = _pyplot()
-  queries, keys = attention.tokens(kind)
-  weights = attention.weights(kind)[layer]
-  n = attention.weights(kind).shape[0]
-  colors = head_colors(weights.shape[0])
+  queries, keys, weights, n, colors = _layer_view(attention, kind, layer)
   fig, axes = _figure(plt, len(heads[:2]), max(len(queries), len(keys)))
   for ax, head in zip(axes[:, 0], heads[:2]):
     _token_rows(ax, queries, keys)
