@@ -78,6 +78,7 @@ def test_existing_average_is_refused_then_overwritten(tiny_run, run_copy):
     np.testing.assert_array_equal(averaged[key], mean, err_msg=key)
 
 
+@pytest.mark.slow  # Minutes of training or datagen; CI covers the kind elsewhere.
 def test_training_resumes_from_its_own_checkpoint_not_the_average(tiny_run, run_copy):
   last = tiny_run.steps[-1]
   every = tiny_run.options()["save_checkpoints_steps"]

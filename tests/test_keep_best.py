@@ -51,8 +51,12 @@ def kept_checksum(directory, step):
   return checkpoints.weights_checksum(model)
 
 
-def test_best_kept_early_stop_and_both_survive_a_resume(tmp_path, scripted, caplog):
+def test_best_kept_early_stop_and_both_survive_a_resume(tmp_path, scripted, caplog, request):
   caplog.set_level(logging.INFO)
+  # absl's logger stops propagating to the root once an absl app ran in this process.
+  absl_logger = logging.getLogger("absl")
+  absl_logger.addHandler(caplog.handler)
+  request.addfinalizer(lambda: absl_logger.removeHandler(caplog.handler))
   run = tmp_path / "run"
   first = trainer(run, 20, patience=3)
   first.train()

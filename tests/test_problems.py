@@ -84,6 +84,7 @@ def test_datagen_writes_skips_finished_work_and_reads_back(tmp_path):
   assert lines == [s for s, _ in problem.text_pairs("test")]
 
 
+@pytest.mark.slow  # Minutes of training or datagen; CI covers the kind elsewhere.
 def test_killed_datagen_leaves_nothing_a_rerun_trusts(tmp_path):
   """kill -9 mid-write leaves only *.incomplete files; the rerun writes complete ones."""
   code = ("import sys, time; from t2tlite import registry\n"

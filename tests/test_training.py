@@ -55,6 +55,7 @@ def test_checkpoint_reloads_into_an_identical_model(tiny_run):
   assert "model/encoder_layer_0.Sself_attention.Squery.Skernel/.ATTRIBUTES/VARIABLE_VALUE" in keys
 
 
+@pytest.mark.slow  # Minutes of training or datagen; CI covers the kind elsewhere.
 def test_resume_continues_on_the_same_step_and_matches_uninterrupted(tmp_path, tiny_run):
   """Killed at step 20 and rerun to 40: the weights of the session run's own step 40."""
   first = tiny_trainer(tmp_path / "resumed", 20)
@@ -100,6 +101,7 @@ class _TimedBatches:
     return next(self.iterator)
 
 
+@pytest.mark.slow  # Minutes of training or datagen; CI covers the kind elsewhere.
 def test_train_seconds_bounds_the_run_across_resumes(tmp_path, monkeypatch):
   from t2tlite.training import trainer as trainer_module
   clock = _FakeClock()

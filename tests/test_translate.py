@@ -138,6 +138,7 @@ def test_existing_vocabulary_is_never_silently_replaced(m30k, tmp_path):
   assert not any(f.startswith("vocab.multi30k_ende.9000") for f in os.listdir(data_dir))
 
 
+@pytest.mark.slow  # Minutes of training or datagen; CI covers the kind elsewhere.
 @needs_data
 def test_max_length_drop_count_matches_a_pass_over_the_shards(m30k):
   problem, data_dir = m30k

@@ -224,7 +224,7 @@ def longest_open_run(ids):
 
 
 @pytest.mark.parametrize("n_words,max_depth,max_length,max_open_run",
-                         [(2, 3, 10, 1), (2, 3, 10, 2), (3, 3, 11, 2), (1, 3, 8, 2)])
+                         [(2, 3, 10, 1), (2, 3, 10, 2), (1, 3, 8, 2)])
 def test_open_run_bound_is_the_brute_force_set_of_trees_without_longer_runs(
     n_words, max_depth, max_length, max_open_run):
   """The bound removes exactly the trees that open more than max_open_run brackets in a row,
