@@ -95,6 +95,7 @@ def m30k_run(tmp_path_factory):
   return dict(data=data, out=out, export=export.stdout.strip().splitlines()[-1], root=root)
 
 
+@pytest.mark.slow  # Trains a Multi30k model for minutes; the algorithmic export tests stay in CI.
 @needs_data
 def test_multi30k_export_decodes_what_t2t_decoder_writes_however_batched(m30k_run):
   """Line for line, for one line at a time, shuffled batches and one batch of all 1000."""
