@@ -117,6 +117,7 @@ def test_multi30k_export_decodes_what_t2t_decoder_writes_however_batched(m30k_ru
     assert all(s < 0 for s in got["scores"])
 
 
+@pytest.mark.slow  # Needs the Multi30k model above.
 @needs_data
 def test_export_holds_its_vocabulary_and_decode_hparams(m30k_run):
   export = m30k_run["export"]
