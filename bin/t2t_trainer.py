@@ -9,11 +9,17 @@ it); several machines train together with --worker_hosts=h0:port,h1:port and
 --task_index=i on each (or TF_CONFIG). --hparams=accumulate_steps=N sums N
 micro-batches per update. Run it again with the same flags after an
 interruption and it resumes from the last checkpoint in --output_dir.
+
+--backend=jax (or KERAS_BACKEND=jax) trains the same model in a jax.jit step,
+on every JAX device (keras.distribution.DataParallel), into the same
+checkpoint files; where TensorFlow is not installed it trains from batches
+saved by `t2t-datagen --numpy_batches=DIR` (--numpy_batches=DIR here instead
+of --problem/--data_dir), writing .npz checkpoints and scalars.csv.
 """
 
 from absl import flags
 
-from t2tlite import cli, registry
+from t2tlite import backends, cli, registry
 from t2tlite.training import options as options_lib
 
 FLAGS = flags.FLAGS
@@ -34,20 +40,43 @@ flags.DEFINE_string("worker_hosts", "", "host:port of every worker, comma-separa
                     "on all of them: MultiWorkerMirroredStrategy (else TF_CONFIG, if set).")
 flags.DEFINE_integer("task_index", 0, "This worker's index in --worker_hosts (0 is the chief, "
                      "which alone writes --output_dir).")
+flags.DEFINE_string("numpy_batches", None, "With --backend=jax: train from the batches "
+                    "`t2t-datagen --numpy_batches=DIR` saved (for machines without "
+                    "TensorFlow), instead of --problem/--data_dir.")
+_TF_DEVICE_FLAGS = ("num_gpus", "gpu_ids", "cpu_devices", "worker_hosts", "task_index")
 
 
 def main(argv):
+  # Before anything imports keras: it reads KERAS_BACKEND once, at its first import.
+  backend = backends.select(FLAGS.backend)
   cli.load_registry_or_exit()
   hparams = registry.hparams(cli.require("hparams_set")).override(FLAGS.hparams)
   if FLAGS.describe:
     return describe(hparams)
-  problem = registry.problem(cli.require("problem"))
   options = options_lib.from_flags()  # Checked in one place: TrainOptions.
   output_dir = cli.require("output_dir")
-  from t2tlite.training import distribution  # TensorFlow loads after flag errors.
-  strategy = distribution.make_strategy(  # Before any TensorFlow op runs.
-      num_gpus=FLAGS.num_gpus, gpu_ids=FLAGS.gpu_ids, cpu_devices=FLAGS.cpu_devices,
-      worker_hosts=FLAGS.worker_hosts, task_index=FLAGS.task_index)
+  if FLAGS.numpy_batches:
+    if FLAGS.problem or FLAGS.data_dir:
+      raise cli.UsageError("--numpy_batches replaces --problem and --data_dir (the batches "
+                           "record their problem); pass one or the other")
+    if backend != backends.JAX:
+      raise cli.UsageError(f"--numpy_batches feeds --backend=jax, not {backend}")
+    from t2tlite.data.numpy_batches import SavedBatches
+    problem = SavedBatches(FLAGS.numpy_batches)
+  else:
+    problem = registry.problem(cli.require("problem"))
+  strategy = None
+  if backend == backends.JAX:
+    given = [f"--{name}" for name in _TF_DEVICE_FLAGS if FLAGS[name].present]
+    if given:
+      raise cli.UsageError(f"{', '.join(given)}: TensorFlow's device flags; --backend=jax "
+                           "trains on every JAX device (JAX_PLATFORMS / CUDA_VISIBLE_DEVICES "
+                           "choose them)")
+  else:
+    from t2tlite.training import distribution  # TensorFlow loads after flag errors.
+    strategy = distribution.make_strategy(  # Before any TensorFlow op runs.
+        num_gpus=FLAGS.num_gpus, gpu_ids=FLAGS.gpu_ids, cpu_devices=FLAGS.cpu_devices,
+        worker_hosts=FLAGS.worker_hosts, task_index=FLAGS.task_index)
   from t2tlite.training.trainer import Trainer
   trainer = Trainer(problem, hparams, output_dir, data_dir=FLAGS.data_dir,
                     options=options, model_name=FLAGS.model, strategy=strategy,

@@ -109,6 +109,11 @@ def register_model(name: Optional[str] = None, aliases: Sequence[str] = ()):
 def problem(name: str):
   """Returns an instance of the registered problem class."""
   load_all()
+  if _problems_unavailable:
+    raise RegistryError(f"--problem={name}: problems read and write data with TensorFlow, "
+                        f"which is not installed here ({_problems_unavailable}); train from "
+                        "batches saved as numpy (t2t-datagen --numpy_batches=DIR, then "
+                        "t2t-trainer --backend=jax --numpy_batches=DIR)")
   return PROBLEMS.get(name)()
 
 
@@ -124,10 +129,26 @@ def model(name: str):
   return MODELS.get(name)
 
 
+_problems_unavailable = ""  # Why the problems could not load (no TensorFlow), if they could not.
+
+
 def load_all() -> None:
-  """Imports the modules whose decorators fill the registries."""
-  for module in ("t2tlite.problems", "t2tlite.hparams", "t2tlite.models"):
+  """Imports the modules whose decorators fill the registries.
+
+  Without TensorFlow (a JAX-only machine) the problems cannot load; the
+  hparams sets and models still do, and `problem()` says why it has none.
+  """
+  global _problems_unavailable
+  for module in ("t2tlite.hparams", "t2tlite.models"):
     importlib.import_module(module)
+  if "t2tlite.problems" in sys.modules:
+    return
+  try:
+    importlib.import_module("t2tlite.problems")
+  except ImportError as e:
+    if e.name != "tensorflow" and "tensorflow" not in str(e):
+      raise
+    _problems_unavailable = str(e)
 
 
 def import_usr_dir(usr_dir: Optional[str]) -> None:

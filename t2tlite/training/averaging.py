@@ -39,14 +39,21 @@ def available_checkpoints(output_dir: str) -> List[str]:
   """The run's checkpoints that still exist, oldest first.
 
   Read from the `checkpoint` state file, as the trainer does on resume, so
-  only checkpoints the CheckpointManager finished writing are candidates.
+  only checkpoints the CheckpointManager finished writing are candidates. A
+  run trained without TensorFlow (npz_checkpoints.py) has no state file: its
+  complete checkpoints are those with a manifest.
   """
-  import tensorflow as tf  # Heavy: only when checkpoints are really read.
-
-  state = tf.train.get_checkpoint_state(output_dir)
-  paths = list(state.all_model_checkpoint_paths) if state else []
+  from t2tlite.training import checkpoint_manifest, npz_checkpoints
+  if not os.path.exists(os.path.join(output_dir, "checkpoint")):
+    paths = [p for p in checkpoint_manifest.list_checkpoints(output_dir)
+             if npz_checkpoints.is_npz(p) and checkpoint_manifest.read_manifest(p)]
+  else:
+    import tensorflow as tf  # Heavy: only when checkpoints are really read.
+    state = tf.train.get_checkpoint_state(output_dir)
+    paths = list(state.all_model_checkpoint_paths) if state else []
+    paths = [p for p in paths if os.path.exists(p + ".index")]
   # ckpt-0 is the untrained start (saved so a run killed early resumes): never averaged.
-  paths = [p for p in paths if os.path.exists(p + ".index") and checkpoint_step(p) > 0]
+  paths = [p for p in paths if checkpoint_step(p) > 0]
   return sorted(set(paths), key=checkpoint_step)
 
 
@@ -89,24 +96,24 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
       raise checkpoint_manifest.CheckpointError(f"{path}: damaged checkpoint ({why}); the "
                                                 "trainer's next start moves it aside")
   target = averaged_path(output_dir, checkpoint_step(paths[-1]))
-  if os.path.exists(target + ".index") and not overwrite:
+  if checkpoint_manifest.checkpoint_files(target) and not overwrite:
     raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
 
-  import tensorflow as tf
+  import numpy as np
   from t2tlite.training import checkpoints
 
   model, _ = run_dir.load_model(output_dir, paths[0])
-  weights = [w for w in model.weights if tf.as_dtype(w.dtype).is_floating]
-  sums = [w.numpy().astype("float64") for w in weights]
+  weights = [w for w in model.weights if np.issubdtype(checkpoints.to_numpy(w).dtype, np.floating)]
+  sums = [checkpoints.to_numpy(w).astype("float64") for w in weights]
   progress = Progress("averaging", len(paths), "checkpoints")
   progress.update(1)
   for done, path in enumerate(paths[1:], 2):  # Newest last: the model ends with its RNG states.
     checkpoints.restore_model(model, path)
     for total, w in zip(sums, weights):
-      total += w.numpy()
+      total += checkpoints.to_numpy(w)
     progress.update(done)
   for total, w in zip(sums, weights):
-    w.assign(tf.cast(total / len(paths), w.dtype))
+    w.assign((total / len(paths)).astype(checkpoints.to_numpy(w).dtype))
 
   os.makedirs(os.path.dirname(target), exist_ok=True)
   checkpoints.write_model(model, target)

@@ -1,8 +1,8 @@
 """Checkpoint integrity: a checksum manifest written last, verified before any restore.
 
 A checkpoint `DIR/ckpt-N` is whatever files the saver wrote under that prefix
-(TensorFlow: `ckpt-N.index` and `ckpt-N.data-*`; another saver may write
-others). Once they are complete the trainer writes `ckpt-N.manifest.json`,
+(TensorFlow: `ckpt-N.index` and `ckpt-N.data-*`; without TensorFlow
+`ckpt-N.npz`, npz_checkpoints.py). Once they are complete the trainer writes `ckpt-N.manifest.json`,
 atomically and last, listing each file's size and SHA-256. So:
 
 - a checkpoint with a manifest is complete, and `verify` tells whether its
@@ -28,7 +28,7 @@ from t2tlite.errors import UserError
 MANIFEST_SUFFIX = ".manifest.json"
 CORRUPT_DIR = "corrupt"
 FORMAT = "t2tlite-checkpoint-manifest/1"
-_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.(index|manifest\.json)$")
+_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.(index|npz|manifest\.json)$")
 # Sidecars and leftovers that are not part of a checkpoint's bytes.
 _NOT_CHECKPOINT = (MANIFEST_SUFFIX, ".json", files.TEMP_SUFFIX, ".tmp")
 
@@ -135,7 +135,7 @@ def verify(prefix: str, full: bool = True) -> Tuple[str, str]:
 
 
 def list_checkpoints(directory: str) -> List[str]:
-  """Prefixes `directory/ckpt-N` of every checkpoint there (index or manifest present), oldest first."""
+  """Prefixes `directory/ckpt-N` of every checkpoint there (index, npz or manifest present), oldest first."""
   if not os.path.isdir(directory):
     return []
   steps = {int(m.group(1)) for m in map(_CHECKPOINT.match, os.listdir(directory)) if m}

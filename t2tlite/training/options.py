@@ -6,12 +6,14 @@ are written once here, `define_flags` turns the fields into absl flags and
 `Trainer` get the same defaults (the paper's 100k steps, not a hand-kept
 mirror) and the same checks (`TrainOptions.__post_init__`).
 
-No TensorFlow here: the command validates its flags before TensorFlow loads.
+No TensorFlow and no keras here: the command validates its flags (and picks
+the Keras backend, --backend) before either loads.
 """
 
 import dataclasses
 from typing import Any
 
+from t2tlite import backends
 from t2tlite.errors import UserError
 
 
@@ -21,6 +23,8 @@ class TrainOptionsError(UserError):
 
 # --keep_best's metrics (keep_best.METRICS says which way is better; kept here without imports).
 KEEP_BEST_METRICS = ("bleu", "loss", "parse_f1", "exact_match", "nll", "perplexity")
+# ...of which dev decoding measures these (keep_best.DECODE_METRICS): TensorFlow only.
+DECODED_METRICS = ("bleu", "parse_f1", "exact_match")
 
 
 def _option(default: Any, help_text: str):
@@ -74,6 +78,11 @@ class TrainOptions:
   early_stopping_patience: int = _option(
       0, "Stop after this many evaluations in a row without a better --keep_best metric "
       "(0: never).")
+  backend: str = _option(
+      "", "Keras backend to train on: tensorflow or jax (empty: $KERAS_BACKEND, else "
+      "tensorflow). Under jax the same model, loss, optimizer and data train in a jax.jit step "
+      "and the checkpoints are the same files; dev is not decoded during training (beam search "
+      "is TensorFlow's; decode the checkpoints with t2t-decoder).")
 
   def __post_init__(self):
     for name, low in _AT_LEAST.items():
@@ -90,6 +99,11 @@ class TrainOptions:
     if self.early_stopping_patience and not self.eval_every:
       raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
                               "needs --eval_every > 0 (with 0, dev is evaluated at the end only)")
+    backends.check_choice(self.backend)
+    if self.backend == backends.JAX and self.keep_best in DECODED_METRICS:
+      raise TrainOptionsError(
+          f"--keep_best={self.keep_best} is measured by decoding dev, which runs under "
+          "TensorFlow only; under --backend=jax keep the best by loss, nll or perplexity")
     if self.warm_start_skip_embeddings and not self.warm_start_from:
       raise TrainOptionsError("--warm_start_skip_embeddings: needs --warm_start_from")
 

@@ -1,9 +1,14 @@
-"""Metric accumulation between log lines, and the progress line itself."""
+"""Metric accumulation between log lines, the progress line, and where scalars are written.
 
+Scalars go to TensorBoard (tf.summary, which also works in a JAX-backend
+process when TensorFlow is installed); where TensorFlow is not installed,
+to `scalars.csv` in the same directory (`CsvScalarWriter`).
+"""
+
+import csv
 import math
+import os
 import time
-
-import tensorflow as tf
 
 from t2tlite.progress import format_duration  # noqa: F401 (also used by callers)
 
@@ -60,7 +65,51 @@ def progress_line(step, total, metrics, learning_rate, steps_in_window,
           f"ETA {format_duration(eta)}")
 
 
+class CsvScalarWriter:
+  """Rows "step,name,value" appended to DIR/scalars.csv: TensorBoard's scalars, in plain text.
+
+  The header is written with the first row; each write is flushed, so a
+  killed run keeps every row it logged (a torn last line is skipped on read).
+  """
+
+  FILE = "scalars.csv"
+
+  def __init__(self, directory: str):
+    os.makedirs(directory, exist_ok=True)
+    self.path = os.path.join(directory, self.FILE)
+
+  def write(self, step: int, scalars: dict) -> None:
+    new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+    with open(self.path, "a", newline="") as f:
+      out = csv.writer(f)
+      if new:
+        out.writerow(["step", "name", "value"])
+      for name, value in scalars.items():
+        out.writerow([int(step), name, repr(float(value))])
+
+  def rows(self):
+    """[(step, name, value)] of every complete row."""
+    if not os.path.exists(self.path):
+      return []
+    out = []
+    with open(self.path, newline="") as f:
+      for row in csv.reader(f):
+        try:
+          out.append((int(row[0]), row[1], float(row[2])))
+        except (ValueError, IndexError):  # The header, or a line a kill cut short.
+          continue
+    return out
+
+  def last_step(self) -> int:
+    """The highest step with a row (-1: none), like resume.last_logged_step for events."""
+    return max((step for step, _, _ in self.rows()), default=-1)
+
+
 def write_scalars(writer, step, scalars):
+  if isinstance(writer, CsvScalarWriter):
+    writer.write(step, scalars)
+    return
+  import tensorflow as tf
   with writer.as_default(step=step):
     for name, value in scalars.items():
       tf.summary.scalar(name, value)

@@ -128,10 +128,13 @@ def restore_newest(restore_fn, output_dir: str, is_chief: bool) -> Optional[str]
 
 
 def write_state(output_dir: str) -> None:
-  """Rewrites TensorFlow's `checkpoint` state file to list exactly the checkpoints present."""
-  from tensorflow.python.checkpoint import checkpoint_management  # The public one is deprecated.
+  """Rewrites TensorFlow's `checkpoint` state file to list exactly the checkpoints present.
+
+  A run without TensorFlow (.npz checkpoints) has no state file: nothing to do.
+  """
   present = [p for p in manifest.list_checkpoints(output_dir) if os.path.exists(p + ".index")]
   if present:
+    from tensorflow.python.checkpoint import checkpoint_management  # The public one is deprecated.
     # Timestamps, and none "preserved": CheckpointManager's rotation may then drop the oldest.
     checkpoint_management.update_checkpoint_state_internal(
         save_dir=output_dir, model_checkpoint_path=present[-1],
@@ -148,13 +151,13 @@ def remove_orphan_manifests(output_dir: str) -> None:
 
 
 def resolve_checkpoint_path(path: str, flag: str = "--checkpoint_path") -> str:
-  """The checkpoint prefix a user's path names: `ckpt-200`, or its `.index`/`.data-*`/manifest file."""
+  """The checkpoint prefix a user's path names: `ckpt-200`, or its `.index`/`.data-*`/`.npz`/manifest file."""
   if os.path.isdir(path):
     newest = manifest.list_checkpoints(path)
     hint = f", e.g. {newest[-1]}" if newest else ""
     raise CheckpointError(f"{flag}={path} is a directory; name a checkpoint prefix{hint} "
                           "(or leave the flag out to use the run's newest)")
-  prefix = re.sub(r"(\.index|\.data-\d{5}-of-\d{5}|\.manifest\.json)$", "", path)
+  prefix = re.sub(r"(\.index|\.npz|\.data-\d{5}-of-\d{5}|\.manifest\.json)$", "", path)
   if not manifest.checkpoint_files(prefix):
     directory = os.path.dirname(prefix) or "."
     there = [os.path.basename(p) for p in manifest.list_checkpoints(directory)]

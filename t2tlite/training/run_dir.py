@@ -64,6 +64,16 @@ def load_run_info(output_dir: str) -> dict:
     return json.load(f)
 
 
+def _load_errors() -> tuple:
+  """What a checkpoint that does not fit the model raises (TensorFlow's, when it is installed)."""
+  errors = (ValueError, AssertionError, IndexError, KeyError)
+  try:
+    import tensorflow as tf  # Heavy: only when a model is really loaded.
+  except ImportError:  # JAX-only machine: .npz checkpoints.
+    return errors
+  return errors + (tf.errors.OpError,)
+
+
 def load_model(output_dir: str, checkpoint_path: str = None, hparams_overrides: str = ""):
   """Rebuilds the trained model from hparams.json and restores a checkpoint.
 
@@ -71,7 +81,6 @@ def load_model(output_dir: str, checkpoint_path: str = None, hparams_overrides: 
   that do not alter the weights (e.g. "xla=false"); the restore checks that
   every model variable was found in the checkpoint.
   """
-  import tensorflow as tf  # Heavy: only when a model is really loaded.
   from t2tlite import registry
   from t2tlite.training import checkpoints
 
@@ -84,7 +93,7 @@ def load_model(output_dir: str, checkpoint_path: str = None, hparams_overrides: 
     resume.verify_or_raise(path)
     try:
       checkpoints.restore_model(model, path)
-    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
+    except _load_errors() as e:
       raise RunDirError(f"--checkpoint_path={checkpoint_path}: does not load into the run's "
                         f"model ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     return model, path

@@ -25,7 +25,12 @@ class RunMismatchError(UserError):
 
 
 def data_identity(problem, data_dir: Optional[str]) -> dict:
-  """{"problem", "vocab_file", "vocab_sha256", "input_vocab_size", "target_vocab_size"}."""
+  """{"problem", "vocab_file", "vocab_sha256", "input_vocab_size", "target_vocab_size"}.
+
+  Saved numpy batches (data/numpy_batches.py) carry the identity recorded when they were cut.
+  """
+  if hasattr(problem, "data_identity"):
+    return problem.data_identity()
   inputs, targets = problem.vocab_sizes(data_dir)
   identity = {"problem": problem.name, "input_vocab_size": int(inputs),
               "target_vocab_size": int(targets), "vocab_file": None, "vocab_sha256": None}
@@ -38,12 +43,19 @@ def data_identity(problem, data_dir: Optional[str]) -> dict:
 
 
 def check_resume(output_dir: str, saved: dict, current: dict) -> None:
-  """Refuses to resume a run recorded with another seed or other data."""
+  """Refuses to resume a run recorded with another seed, other data or another backend."""
   seed = saved.get("random_seed")
   if seed is not None and seed != current.get("random_seed"):
     raise RunMismatchError(
         f"--random_seed={current.get('random_seed')} but --output_dir={output_dir} was "
         f"started with --random_seed={seed}; rerun with {seed} or use a new --output_dir")
+  if saved and current.get("backend"):
+    backend = saved.get("backend", "tensorflow")  # Runs recorded before backends: TensorFlow.
+    if backend != current["backend"]:
+      raise RunMismatchError(
+          f"--backend={current['backend']} but --output_dir={output_dir} was trained under "
+          f"{backend}, whose optimizer state it holds; resume it with --backend={backend} "
+          "(its checkpoints decode under either)")
   if saved.get(DATA_KEY) and current.get(DATA_KEY):
     _compare_data(output_dir, saved[DATA_KEY], current[DATA_KEY], "trained")
 

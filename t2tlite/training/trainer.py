@@ -10,6 +10,18 @@ and checkpoints. With several workers only the chief writes into the output
 directory, and every worker restores the chief's checkpoint. A new run may
 start from another run's weights (warm_start.py); the best evaluation's
 weights are kept in best/ and training may stop early (keep_best.py).
+
+Backends (`options.backend`, README "Backends"): under TensorFlow the step is
+train_step.py's tf.function; under JAX it is jax_step.py's jax.jit of a pure
+function over the variables, fed the same tf.data batches as numpy, and the
+state goes back into the Keras variables before anything reads them (a
+checkpoint, best/, the checksum). Everything else here is shared: the data,
+the schedule of logs, evaluations and saves, the checkpoint files (written
+by TensorFlow from numpy values, checkpoints.VariableMirror) and their
+manifests. Where TensorFlow is not installed (JAX only), the batches come
+from numpy files (data/numpy_batches.py), checkpoints are .npz
+(npz_checkpoints.py) and scalars go to scalars.csv. Dev is decoded during
+training under TensorFlow only (beam search is TensorFlow's).
 """
 
 import json
@@ -18,17 +30,22 @@ import time
 from typing import Optional
 
 import keras
-import tensorflow as tf
 from absl import logging
 
-from t2tlite import registry, xla_choice
+from t2tlite import backends, registry, xla_choice
 from t2tlite.hparams_record import HParams
-from t2tlite.data import shard_manifest
-from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, distribution,
-                              input_pipeline, keep_best, progress, resume, run_dir, run_identity,
-                              run_lock, train_step, warm_start)
+from t2tlite.data import numpy_batches, shard_manifest
+from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, keep_best,
+                              npz_checkpoints, progress, resume, run_dir, run_identity,
+                              run_lock, warm_start)
 from t2tlite.training.optimization import make_optimizer
 from t2tlite.training.options import TrainOptions
+
+try:
+  import tensorflow as tf
+  from t2tlite.training import distribution, input_pipeline, train_step
+except ImportError:  # JAX where TensorFlow is not installed: numpy batches, .npz checkpoints.
+  tf = None
 
 
 class Trainer:
@@ -36,16 +53,35 @@ class Trainer:
 
   def __init__(self, problem, hparams: HParams, output_dir: str, data_dir: Optional[str] = None,
                options: TrainOptions = TrainOptions(), model_name: str = "transformer",
-               strategy: Optional[tf.distribute.Strategy] = None, run_info: Optional[dict] = None):
+               strategy=None, run_info: Optional[dict] = None):
+    """`problem` may be saved numpy batches (numpy_batches.SavedBatches) instead of a problem."""
+    self.backend = backends.select(options.backend)  # Keras is loaded: must be the one asked.
+    self.jax = self.backend == backends.JAX
     input_vocab, target_vocab = problem.vocab_sizes(data_dir)
     self.hparams = hparams.replace(input_vocab_size=input_vocab, target_vocab_size=target_vocab)
     self.problem = problem
+    self.saved_batches = problem if isinstance(problem, numpy_batches.SavedBatches) else None
     self.output_dir = output_dir
     self.data_dir = data_dir
     self.options = options
-    self.strategy = strategy or tf.distribute.get_strategy()
-    self.replicas = self.strategy.num_replicas_in_sync
-    self.is_chief = distribution.is_chief(self.strategy)
+    self._check_backend_options(strategy)
+    self.distribution = None  # keras.distribution.DataParallel under JAX with several devices.
+    if self.jax:
+      from t2tlite.training import jax_step
+      self.strategy = None
+      self.distribution = jax_step.data_parallel()  # Before the model: replicated variables.
+      self.replicas = jax_step.device_count(self.distribution)
+      self.is_chief = True
+    else:
+      self.strategy = strategy or tf.distribute.get_strategy()
+      self.replicas = self.strategy.num_replicas_in_sync
+      self.is_chief = distribution.is_chief(self.strategy)
+    if self.saved_batches is not None:
+      self.saved_batches.check_hparams(self.hparams)
+      if self.saved_batches.replicas != self.replicas:
+        raise numpy_batches.NumpyBatchesError(
+            f"{numpy_batches.FLAG}={self.saved_batches.directory} holds batches for "
+            f"{self.saved_batches.replicas} device(s), this machine trains on {self.replicas}")
     if self.is_chief:  # One trainer per directory; the chief alone writes it.
       run_lock.acquire(output_dir)
       resume.remove_leftovers(output_dir)
@@ -53,7 +89,7 @@ class Trainer:
         resume.set_aside_for_overwrite(output_dir)
       resume.check_not_orphaned(output_dir, run_dir.RUN_FILE)
       run_info = dict(run_info or {}, problem=problem.name, model=model_name,
-                      random_seed=options.random_seed,
+                      random_seed=options.random_seed, backend=self.backend,
                       data=run_identity.data_identity(problem, data_dir))
       if options.warm_start_from:
         run_info["warm_start_from"] = options.warm_start_from
@@ -61,7 +97,7 @@ class Trainer:
       run_dir.prepare(output_dir, self.hparams, run_info)
     keras.utils.set_random_seed(options.random_seed)  # The same seed on every worker.
 
-    with self.strategy.scope():
+    with self._scope():
       self.model = registry.model(model_name)(self.hparams)
       self.optimizer = make_optimizer(self.hparams)
       self.optimizer.build(self.model.trainable_variables)
@@ -69,44 +105,154 @@ class Trainer:
     if dropped:
       logging.info("max_length=%d drops %d training pairs with a longer side (EOS included)",
                    self.hparams.max_length, dropped)
-    train_examples = problem.dataset("train", data_dir)
-    self.num_buckets = input_pipeline.num_buckets(train_examples, self.hparams)
-    train_data = input_pipeline.training_dataset(
-        train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas)
-    self.train_iterator = iter(train_data)  # Global batches; the step splits them.
-    if options.train_seconds and isinstance(self.strategy,
-                                            tf.distribute.MultiWorkerMirroredStrategy):
+    if self.saved_batches is not None:
+      self.num_buckets = self.saved_batches.num_buckets
+      self.train_iterator = numpy_batches.BatchStream(self.saved_batches)
+    else:
+      train_examples = problem.dataset("train", data_dir)
+      self.num_buckets = input_pipeline.num_buckets(train_examples, self.hparams)
+      train_data = input_pipeline.training_dataset(
+          train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas)
+      self.train_iterator = iter(train_data)  # Global batches; the step splits them.
+    if options.train_seconds and self._multi_worker():
       raise distribution.DistributionError(
           "--train_seconds: workers could stop on different steps; bound the run with "
           "--train_steps when training on several machines")
     self.best = self._make_best_keeper()
-    # Wall time spent training so far, resumes included (what --train_seconds bounds).
-    self.seconds_trained = tf.Variable(0.0, dtype=tf.float64, trainable=False,
-                                       name="seconds_trained")
-    self.checkpoint = tf.train.Checkpoint(
-        model=checkpoints.model_trackable(self.model), optimizer=self.optimizer,
-        train_iterator=self.train_iterator, seconds_trained=self.seconds_trained)
-    self.write_dir = distribution.checkpoint_write_dir(output_dir, self.strategy)
-    self.manager = self._make_manager()
-    self._logged = {"train": -1, "eval": -1}  # Last steps already in TensorBoard (resumes).
     self._dev_decoder = None  # Built at the first evaluation that decodes.
     self._attention_sentence = None  # The dev sentence of attention/*, read at the first one.
-    self.train_step = train_step.make_train_step(
-        self.model, self.optimizer, self.hparams, self.strategy)
-    self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
-    if self.is_chief:
+    self._seconds_before = 0.0  # Training seconds before this process (from the checkpoint).
+    self.write_dir = (output_dir if self.jax else
+                      distribution.checkpoint_write_dir(output_dir, self.strategy))
+    if self.jax:
+      from t2tlite.training import jax_step
+      self.jax_trainer = jax_step.JaxTrainer(self.model, self.optimizer, self.hparams,
+                                             self.distribution)
+      self.train_step = self.jax_trainer.train_step
+      self.eval_step = self.jax_trainer.eval_step
+    else:
+      self.train_step = train_step.make_train_step(
+          self.model, self.optimizer, self.hparams, self.strategy)
+      self.eval_step = train_step.make_eval_step(self.model, self.hparams, self.strategy)
+    self._make_checkpoint()
+    self.manager = self._make_manager()
+    self._logged = {"train": -1, "eval": -1}  # Last steps already in TensorBoard (resumes).
+    if tf is None:
+      self.train_writer = progress.CsvScalarWriter(output_dir)
+      self.eval_writer = progress.CsvScalarWriter(os.path.join(output_dir, "eval"))
+    elif self.is_chief:
       self.train_writer = tf.summary.create_file_writer(output_dir)
       self.eval_writer = tf.summary.create_file_writer(os.path.join(output_dir, "eval"))
     else:
       self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
     self._compilations = {"train": 0, "eval": 0}  # Traces (XLA compilations) seen so far.
 
+  # --- What differs per backend ---
+  def _check_backend_options(self, strategy) -> None:
+    """Settings one backend cannot honour: one line each, before any work."""
+    opts = self.options
+    if tf is None and self.saved_batches is None:
+      raise numpy_batches.NumpyBatchesError(
+          "TensorFlow is not installed, so the problem's data cannot be read: train from "
+          "batches saved as numpy (t2t-datagen --numpy_batches=DIR on a machine with "
+          "TensorFlow, then --numpy_batches=DIR)")
+    if not self.jax:
+      if self.saved_batches is not None:
+        raise numpy_batches.NumpyBatchesError(
+            f"{numpy_batches.FLAG} feeds the JAX trainer; under TensorFlow train from "
+            "--problem/--data_dir (the same batches)")
+      return
+    if strategy is not None:
+      raise backends.BackendError("--backend=jax: multi-device training uses "
+                                  "keras.distribution over the JAX devices, not a tf.distribute "
+                                  "strategy (--num_gpus/--worker_hosts are TensorFlow's)")
+    if opts.keep_best in keep_best.DECODE_METRICS:
+      raise keep_best.BestKeeperError(
+          f"--keep_best={opts.keep_best} is measured by decoding dev, which runs under "
+          "TensorFlow only; under --backend=jax keep the best by loss, nll or perplexity")
+
+  def _scope(self):
+    """Where the model and optimizer are built: the tf.distribute strategy's scope (TF)."""
+    import contextlib
+    return contextlib.nullcontext() if self.jax else self.strategy.scope()
+
+  def _multi_worker(self) -> bool:
+    return not self.jax and isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+  def _make_checkpoint(self) -> None:
+    """What a checkpoint holds: model, optimizer, position in the data, seconds trained.
+
+    TensorFlow: the variables themselves. JAX: mirrors under the same keys
+    (checkpoints.VariableMirror), filled before each save. Without
+    TensorFlow: the .npz of npz_checkpoints.py.
+    """
+    self._mirrors = []
+    if tf is None:
+      self.checkpoint = None
+      return
+    # Wall time spent training so far, resumes included (what --train_seconds bounds).
+    self.seconds_trained = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                       name="seconds_trained")
+    if self.saved_batches is not None:
+      data = {"batches_read": tf.Variable(0, dtype=tf.int64, trainable=False)}
+    else:
+      data = {"train_iterator": self.train_iterator}
+    if not self.jax:
+      self.checkpoint = tf.train.Checkpoint(
+          model=checkpoints.model_trackable(self.model), optimizer=self.optimizer,
+          seconds_trained=self.seconds_trained, **data)
+      return
+    model_mirror = checkpoints.model_mirror(self.model)
+    optimizer_mirror = checkpoints.optimizer_mirror(self.optimizer)
+    self._mirrors = [model_mirror, optimizer_mirror]
+    self.checkpoint = tf.train.Checkpoint(
+        model=model_mirror.trackable, optimizer=optimizer_mirror.trackable,
+        seconds_trained=self.seconds_trained, **data)
+
+  def _sync_model(self) -> None:
+    """JAX: writes the training state into the Keras variables (before anything reads them)."""
+    if self.jax:
+      self.jax_trainer.write_to_model()
+
+  def _npz_arrays(self) -> dict:
+    """Everything a checkpoint without TensorFlow holds (npz_checkpoints.py)."""
+    import numpy as np
+    self._sync_model()
+    arrays = npz_checkpoints.model_arrays(self.model)
+    arrays.update(npz_checkpoints.optimizer_arrays(self.optimizer))
+    arrays["seconds_trained"] = np.float64(self._seconds_trained())
+    arrays["batches_read"] = np.int64(self.train_iterator.position)
+    return arrays
+
+  def _restore_checkpoint(self, prefix: str) -> None:
+    """Loads checkpoint `prefix` into the model, optimizer and data position; raises if it cannot."""
+    if tf is None:
+      arrays = npz_checkpoints.read(prefix)
+      npz_checkpoints.restore_model(self.model, prefix, arrays)
+      npz_checkpoints.restore_optimizer(self.optimizer, prefix, arrays)
+      self._seconds_before = float(arrays["seconds_trained"])
+      self.train_iterator.position = int(arrays["batches_read"])
+    else:
+      self.checkpoint.restore(prefix).assert_existing_objects_matched()
+      for mirror in self._mirrors:
+        mirror.push()
+      self._seconds_before = float(self.seconds_trained.numpy())
+      if self.saved_batches is not None:
+        self.train_iterator.position = int(self.checkpoint.batches_read.numpy())
+    if self.jax:
+      self.jax_trainer.read_from_model()
+
+  def _learning_rate(self) -> float:
+    if self.jax:
+      return self.jax_trainer.learning_rate()
+    return float(tf.convert_to_tensor(self.optimizer.learning_rate))
+
   def _make_best_keeper(self) -> Optional[keep_best.BestKeeper]:
     """--keep_best / --early_stopping_patience, checked against what evaluation reports."""
     opts = self.options
     if not opts.keep_best:
       return None
-    if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    if self._multi_worker():
       raise distribution.DistributionError(
           "--keep_best: dev decoding runs on the chief alone, so workers could disagree on "
           "when to stop; use it on one machine")
@@ -123,16 +269,23 @@ class Trainer:
 
   def _write_weights(self, prefix: str) -> None:
     """A model-only checkpoint of the current weights at `prefix` (best/, like averaged/)."""
+    self._sync_model()
     checkpoints.write_model(self.model, prefix)
 
-  def _make_manager(self) -> tf.train.CheckpointManager:
+  def _make_manager(self):
+    if tf is None:
+      return npz_checkpoints.NpzCheckpointManager(self.write_dir,
+                                                  self.options.keep_checkpoint_max,
+                                                  self._npz_arrays)
     return tf.train.CheckpointManager(
         self.checkpoint, self.write_dir,
         max_to_keep=self.options.keep_checkpoint_max if self.is_chief else 1,
-        step_counter=self.optimizer.iterations)
+        step_counter=None if self.jax else self.optimizer.iterations)
 
   @property
   def step(self) -> int:
+    if self.jax:
+      return self.jax_trainer.iterations
     return int(self.optimizer.iterations.numpy())
 
   def restore(self) -> int:
@@ -141,9 +294,7 @@ class Trainer:
     Every worker reads the chief's checkpoint, in --output_dir: the newest
     that verifies and loads (resume.restore_newest).
     """
-    latest = resume.restore_newest(
-        lambda prefix: self.checkpoint.restore(prefix).assert_existing_objects_matched(),
-        self.output_dir, self.is_chief)
+    latest = resume.restore_newest(self._restore_checkpoint, self.output_dir, self.is_chief)
     self._restored = latest  # The same on every worker: all read the chief's directory.
     if latest:
       logging.info("restored %s: resuming at step %d", latest, self.step)
@@ -151,18 +302,29 @@ class Trainer:
       logging.info("no checkpoint in %s yet: starting from step 0", self.output_dir)
     if self.is_chief:
       self.manager = self._make_manager()  # Sees only the checkpoints kept.
-      self._logged = {"train": resume.last_logged_step(self.output_dir),
-                      "eval": resume.last_logged_step(os.path.join(self.output_dir, "eval"))}
-    distribution.decorrelate_dropout(self.model, self.strategy)
+      if tf is None:
+        self._logged = {"train": self.train_writer.last_step(),
+                        "eval": self.eval_writer.last_step()}
+      else:
+        self._logged = {"train": resume.last_logged_step(self.output_dir),
+                        "eval": resume.last_logged_step(os.path.join(self.output_dir, "eval"))}
+    if not self.jax:
+      distribution.decorrelate_dropout(self.model, self.strategy)
     return self.step
 
   def save(self) -> str:
     """Saves on every worker (the documented pattern); only the chief's copy is kept."""
-    self.seconds_trained.assign(self._seconds_trained())
     prefix = os.path.join(self.write_dir, f"ckpt-{self.step}")
     if self.is_chief and checkpoint_manifest.checkpoint_files(prefix):
       raise checkpoint_manifest.CheckpointError(f"{prefix} exists and is not the checkpoint "
                                                 "this run resumed from: not overwriting it")
+    if tf is not None:
+      self.seconds_trained.assign(self._seconds_trained())
+      if self.saved_batches is not None:
+        self.checkpoint.batches_read.assign(self.train_iterator.position)
+      self._sync_model()
+      for mirror in self._mirrors:
+        mirror.pull()
     path = self.manager.save(checkpoint_number=self.step)
     if self.is_chief:
       checkpoint_manifest.write_manifest(path)  # Last: marks the checkpoint complete.
@@ -185,23 +347,25 @@ class Trainer:
       logging.info("%s holds checkpoints: resuming at step %d; --warm_start_from=%s is only "
                    "read by a new run", self.output_dir, step, opts.warm_start_from)
     finished_before = step >= opts.train_steps  # A rerun of a finished run trains nothing.
-    if step == 0 and self._logged["train"] < 0:
+    if step == 0 and self._logged["train"] < 0 and tf is not None:
       with self.train_writer.as_default(step=0):
         tf.summary.text("hparams", "```\n" + json.dumps(self.hparams.to_dict(), indent=2) + "\n```")
     hp = self.hparams
-    logging.info("training %s on %s: %d parameters, steps %d -> %d, dtype %s, xla %s (%s)",
+    logging.info("training %s on %s: %d parameters, steps %d -> %d, dtype %s, %s",
                  type(self.model).__name__, self.problem.name, self.model.count_params(),
-                 step, opts.train_steps, hp.dtype, hp.xla,
-                 "on" if xla_choice.train_xla(hp) else "off")
-    logging.info("%s", distribution.describe(self.strategy))
+                 step, opts.train_steps, hp.dtype, self._compiled_with())
+    logging.info("%s", self._describe_devices())
+    if self.jax and opts.eval_decode:
+      logging.info("--backend=jax: dev is not decoded during training (beam search runs under "
+                   "TensorFlow); decode the saved checkpoints with t2t-decoder")
     logging.info("tokens per update = %d per device x %d devices x %d accumulate_steps = %d",
                  hp.batch_size, self.replicas, hp.accumulate_steps,
-                 distribution.tokens_per_update(hp, self.replicas))
+                 hp.batch_size * self.replicas * hp.accumulate_steps)
     window = progress.MetricWindow()
     last_save_time = time.time()
     last_eval = {}
     skipped = 0
-    self._clock = (time.time(), float(self.seconds_trained.numpy()))
+    self._clock = (time.time(), self._seconds_before)
     stopped_early = self.best is not None and self.best.out_of_patience
     if stopped_early:
       logging.info("%s (recorded before this resume): nothing to train", self.best.stop_reason())
@@ -209,11 +373,7 @@ class Trainer:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
     while not stopped_early and step < opts.train_steps and not self._out_of_time():
-      try:
-        batch = next(self.train_iterator)
-      except tf.errors.DataLossError as e:  # Name the shard and record, not a byte offset.
-        raise shard_manifest.data_loss_error(
-            shard_manifest.split_shards(self.problem, self.data_dir, "train"), e) from None
+      batch = self._next_batch()
       window.add(self.train_step(batch))
       self._log_compilation("train", self.train_step, batch)
       if self.step == step:  # mixed_float16: a non-finite gradient; the loss scale halved.
@@ -246,14 +406,41 @@ class Trainer:
       last_eval = self.evaluate(step)
     if opts.average_last_n and self.is_chief:
       self._average(step)
+    self._sync_model()
     logging.info("step %d: weights checksum %s", step, checkpoints.weights_checksum(self.model))
-    distribution.barrier(self.strategy)
+    if not self.jax:
+      distribution.barrier(self.strategy)
     return last_eval
+
+  def _next_batch(self):
+    """The next global training batch: tf tensors (TF), numpy (JAX)."""
+    if self.saved_batches is not None:
+      return next(self.train_iterator)
+    try:
+      batch = next(self.train_iterator)
+    except tf.errors.DataLossError as e:  # Name the shard and record, not a byte offset.
+      raise shard_manifest.data_loss_error(
+          shard_manifest.split_shards(self.problem, self.data_dir, "train"), e) from None
+    return {k: v.numpy() for k, v in batch.items()} if self.jax else batch
+
+  def _compiled_with(self) -> str:
+    if self.jax:
+      return "backend jax (jax.jit, one compilation per batch shape)"
+    hp = self.hparams
+    return f"xla {hp.xla} ({'on' if xla_choice.train_xla(hp) else 'off'})"
+
+  def _describe_devices(self) -> str:
+    if not self.jax:
+      return distribution.describe(self.strategy)
+    import jax
+    devices = jax.devices()
+    how = "keras.distribution.DataParallel" if self.distribution is not None else "one device"
+    return f"JAX on {len(devices)} {devices[0].platform} device(s): {how}"
 
   def _average(self, step: int) -> None:
     """Writes averaged/ckpt-<step>, keeping one already there (a rerun of a finished run)."""
     path = averaging.averaged_path(self.output_dir, step)
-    if os.path.exists(path + ".index"):
+    if checkpoint_manifest.checkpoint_files(path):
       logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", path)
       return
     averaging.average_checkpoints(self.output_dir, self.options.average_last_n)
@@ -288,11 +475,12 @@ class Trainer:
       return {}
     if step > self._logged["eval"]:  # A resumed run does not log a step twice.
       progress.write_scalars(self.eval_writer, step, scalars)
-      if self.options.attention_summaries and self.is_chief:
+      if self.options.attention_summaries and self.is_chief and tf is not None:
+        self._sync_model()
         self._log_attention(step)
     logging.info("eval step %d | %s", step, " ".join(f"{k} {v:.4f}" for k, v in scalars.items()))
     if self.best is not None:
-      self.best.observe(step, scalars)
+      self.best.observe(step, scalars)  # May write best/: _write_weights syncs first.
     return scalars
 
   def dev_metrics(self) -> dict:
@@ -301,24 +489,38 @@ class Trainer:
       logging.warning("no dev data for %s in %s: evaluation skipped", self.problem.name,
                       self.data_dir)
       return {}
-    data = input_pipeline.evaluation_dataset(
-        self.problem.dataset("dev", self.data_dir), self.hparams, replicas=self.replicas)
-    if self.options.eval_steps:
-      data = data.take(self.options.eval_steps)
     window = progress.MetricWindow()
-    try:
-      for batch in data:
-        window.add(self.eval_step(batch))
-        self._log_compilation("eval", self.eval_step, batch)
-    except tf.errors.DataLossError as e:
-      raise shard_manifest.data_loss_error(
-          shard_manifest.split_shards(self.problem, self.data_dir, "dev"), e) from None
+    for batch in self._dev_batches():
+      window.add(self.eval_step(batch))
+      self._log_compilation("eval", self.eval_step, batch)
     metrics = window.result()
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
-    if self.options.eval_decode and self.is_chief:  # Decoding needs no other worker.
+    # Decoding needs no other worker; it is TensorFlow's (the train() log says so under JAX).
+    if self.options.eval_decode and self.is_chief and not self.jax:
       scalars.update(self.decode_dev())
     return scalars
+
+  def _dev_batches(self):
+    """Every dev batch (the first --eval_steps): tf tensors (TF), numpy (JAX)."""
+    limit = self.options.eval_steps or None
+    if self.saved_batches is not None:
+      batches = self.saved_batches.dev_batches()
+      for i, batch in enumerate(batches):
+        if limit is not None and i >= limit:
+          return
+        yield batch
+      return
+    data = input_pipeline.evaluation_dataset(
+        self.problem.dataset("dev", self.data_dir), self.hparams, replicas=self.replicas)
+    if limit:
+      data = data.take(limit)
+    try:
+      for batch in data:
+        yield {k: v.numpy() for k, v in batch.items()} if self.jax else batch
+    except tf.errors.DataLossError as e:
+      raise shard_manifest.data_loss_error(
+          shard_manifest.split_shards(self.problem, self.data_dir, "dev"), e) from None
 
   def _log_attention(self, step: int) -> None:
     """attention/* images of the first dev sentence (t2tlite/visualization/summary.py)."""
@@ -331,7 +533,7 @@ class Trainer:
 
   def _seconds_trained(self) -> float:
     """Training wall time so far: before this process (from the checkpoint) plus since its loop began."""
-    started, before = getattr(self, "_clock", (time.time(), float(self.seconds_trained.numpy())))
+    started, before = getattr(self, "_clock", (time.time(), self._seconds_before))
     return before + time.time() - started
 
   def _out_of_time(self) -> bool:
@@ -344,7 +546,7 @@ class Trainer:
 
   def _log_train(self, step, window):
     metrics = window.result()
-    learning_rate = float(tf.convert_to_tensor(self.optimizer.learning_rate))
+    learning_rate = self._learning_rate()
     seconds_left = (self.options.train_seconds - self._seconds_trained()
                     if self.options.train_seconds else None)
     logging.info("%s", progress.progress_line(step, self.options.train_steps, metrics,
@@ -358,15 +560,19 @@ class Trainer:
 
   def _log_compilation(self, kind, step_fn, batch):
     """Logs each new trace of `step_fn` (with XLA: one compilation per bucket shape)."""
-    count = train_step.compilations(step_fn)
+    if self.jax:
+      count = getattr(self.jax_trainer, f"{kind}_traces")
+    else:
+      count = train_step.compilations(step_fn)
     if count == self._compilations[kind]:
       return
     self._compilations[kind] = count
-    compiled = xla_choice.train_xla(self.hparams)
+    compiled = self.jax or xla_choice.train_xla(self.hparams)
     if compiled:
       bound = f" (at most {self.num_buckets} bucket shapes)" if kind == "train" else ""
     else:
       bound = " (xla=false: from the second trace on, any shape)"
     logging.info("%s step %s #%d: global batch shape %s%s", kind,
+                 "jax.jit compilation" if self.jax else
                  "XLA compilation" if compiled else "trace", count,
-                 batch["targets"].shape.as_list(), bound)
+                 list(batch["targets"].shape), bound)
