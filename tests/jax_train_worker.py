@@ -3,7 +3,7 @@
     KERAS_BACKEND=jax python tests/jax_train_worker.py CONFIG.json
 
 CONFIG holds a list of "runs", each {"output_dir", "steps", "options": {...},
-"hparams": {...}, "numpy_batches": DIR or null, "kill_at": step or null,
+"hparams": {...}, "split_sizes": {...} (of the tiny problem), "numpy_batches": DIR or null, "kill_at": step or null,
 "logits": path or null}. Each run is a Trainer of tests/helpers.py's tiny run
 (same problem and hparams, with the changes given) trained in this process;
 "kill_at" sends this process SIGKILL right after the checkpoint of that step
@@ -63,6 +63,7 @@ def train(run):
     problem = SavedBatches(run["numpy_batches"])
   else:
     problem = tiny_problem()
+    problem.split_sizes = run.get("split_sizes", problem.split_sizes)
   trainer = Trainer(problem, hp, run["output_dir"], options=TrainOptions(**run["options"]))
   if run.get("kill_at") is not None:
     from t2tlite.training import checkpoint_manifest

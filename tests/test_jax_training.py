@@ -36,11 +36,21 @@ RUN_OPTIONS = dict(train_steps=30, save_checkpoints_steps=10, save_checkpoints_s
                    eval_every=0, eval_steps=2, log_every=1, keep_best="loss", average_last_n=2,
                    keep_checkpoint_max=5)
 COMPARE_STEPS = 5
+SPLIT_SIZES = {"train": 600, "dev": 32, "test": 32}  # Small: tf.data passes over it are quick.
+# Tests check values, not speed: XLA without its optimization passes compiles in half the time.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
+def _problem():
+  problem = tiny_problem()
+  problem.split_sizes = SPLIT_SIZES
+  return problem
 
 
 def _env(cache_dir, **extra):
   return dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="",
               TF_CPP_MIN_LOG_LEVEL="3", JAX_COMPILATION_CACHE_DIR=str(cache_dir),
+              XLA_FLAGS=extra.pop("XLA_FLAGS", FAST_COMPILE),
               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]), **extra)
 
 
@@ -57,7 +67,8 @@ def _train(config_path, config, cache_dir, check=True, **env):
 
 
 def _run(output_dir, options=RUN_OPTIONS, hparams=SMALL, **extra):
-  return dict(output_dir=str(output_dir), options=options, hparams=hparams, **extra)
+  return dict(output_dir=str(output_dir), options=options, hparams=hparams,
+              split_sizes=SPLIT_SIZES, **extra)
 
 
 def _tf_hparams(**changes):
@@ -116,7 +127,7 @@ def test_tensorflow_loads_the_jax_checkpoints_with_the_same_weights_and_logits(j
   assert checkpoints.weights_checksum(model) == jax_runs.main_result["checksum"]  # Bit for bit.
   logits = model(fixed_batch(model.hparams.input_vocab_size), training=False).numpy()
   np.testing.assert_allclose(logits, np.load(jax_runs.logits)["logits"], rtol=0, atol=1e-5)
-  pipeline, checkpoint = loading.load_pipeline(run, tiny_problem(), None)
+  pipeline, checkpoint = loading.load_pipeline(run, _problem(), None)
   assert checkpoint.endswith("ckpt-30") and pipeline is not None
 
   # The average written under JAX is the mean of the last two checkpoints, as numpy reads them.
@@ -152,7 +163,7 @@ def test_jax_losses_match_the_tensorflow_trainer_from_the_same_start(jax_runs, t
                          save_checkpoints_secs=0, eval_every=0, eval_steps=1, log_every=1,
                          eval_decode=False, attention_summaries=False,
                          warm_start_from=str(jax_runs.main / "ckpt-0"))
-  trainer = Trainer(tiny_problem(), _tf_hparams(), str(tmp_path / "tf"), options=options)
+  trainer = Trainer(_problem(), _tf_hparams(), str(tmp_path / "tf"), options=options)
   trainer.train()
   tf_loss = curves.read_run(str(tmp_path / "tf"))["train"]["loss"]
   jax_loss = curves.read_run(str(jax_runs.main))["train"]["loss"][:COMPARE_STEPS]
@@ -199,7 +210,7 @@ def test_without_tensorflow_trains_from_numpy_batches_and_tensorflow_loads_it(ja
   from tests.jax_train_worker import fixed_batch
   hp = _tf_hparams(input_vocab_size=12, target_vocab_size=12)  # As `main`: its compiled step.
   batches = str(tmp_path / "batches")
-  numpy_batches.write(tiny_problem(), None, hp, batches, steps=12, seed=1)
+  numpy_batches.write(_problem(), None, hp, batches, steps=12, seed=1)
   run = tmp_path / "no_tf"
   options = dict(RUN_OPTIONS, train_steps=12, save_checkpoints_steps=6, average_last_n=0)
   logits = tmp_path / "no_tf_logits.npz"
@@ -236,7 +247,7 @@ def test_backend_choice_errors_are_one_line(tmp_path):
     TrainOptions(backend="jax", keep_best="bleu")
   with pytest.raises(BackendError, match="--backend=jax but keras was already imported with "
                                          "the tensorflow backend"):
-    Trainer(tiny_problem(), _tf_hparams(), str(tmp_path / "y"), options=TrainOptions(backend="jax"))
+    Trainer(_problem(), _tf_hparams(), str(tmp_path / "y"), options=TrainOptions(backend="jax"))
 
 
 @needs_jax
@@ -263,7 +274,7 @@ def test_two_jax_devices_train_with_data_parallel(jax_runs, tmp_path):
   options = dict(RUN_OPTIONS, train_steps=4, save_checkpoints_steps=4, keep_best="",
                  average_last_n=0)
   _, results, log = _train(tmp_path / "two.json", {"runs": [_run(run, options)]}, jax_runs.cache,
-                           XLA_FLAGS="--xla_force_host_platform_device_count=2")
+                           XLA_FLAGS="--xla_force_host_platform_device_count=2 " + FAST_COMPILE)
   assert "JAX on 2 cpu device(s): keras.distribution.DataParallel" in log
   assert "global batch shape [32, 32]" in log  # Two devices' token budgets per global batch.
   assert "tokens per update = 512 per device x 2 devices" in log
