@@ -12,6 +12,8 @@
 # Moses-tokenized BLEU that Multi30k papers publish. Rerunning resumes from the last checkpoint.
 # Writes OUT_DIR/{test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
 # TEST_LINES=N (smoke runs) decodes and scores only the first N test sentences.
+# BACKEND=jax trains under JAX (t2t-trainer --backend=jax; dev is not decoded during training,
+# so no dev BLEU curve); averaging, decoding and scoring are the same TensorFlow commands.
 set -euo pipefail
 LANG_TGT=${1:?usage: multi30k.sh de|fr [OUT_DIR] [MULTI30K_DIR]}
 OUT=${2:-runs/multi30k_en${LANG_TGT}}
@@ -23,7 +25,8 @@ AVG=${AVERAGE_LAST_N:-3}
 PROBLEM=multi30k_en${LANG_TGT}
 
 t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW"
-t2t-trainer --problem=$PROBLEM --hparams_set=transformer_multi30k --hparams="${HPARAMS:-xla=false}" \
+t2t-trainer --backend="${BACKEND:-tensorflow}" \
+  --problem=$PROBLEM --hparams_set=transformer_multi30k --hparams="${HPARAMS:-xla=false}" \
   --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" \
   --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
   --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG"
