@@ -17,6 +17,7 @@ Prints one json line per run: {"step", "checksum", "tensorflow_loaded"}.
 """
 
 import importlib.abc
+import importlib.machinery
 import json
 import os
 import signal
@@ -25,13 +26,23 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class BlockTensorFlow(importlib.abc.MetaPathFinder):
-  """`import tensorflow` (or any tensorflow.*) raises ImportError, as where it is not installed."""
+class BlockTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+  """`import tensorflow` (or any tensorflow.*) raises ImportError, as where it is not installed.
+
+  Found, then failing to load: `importlib.util.find_spec` callers that only look
+  (etils, under JAX's compilation cache) carry on; every import fails.
+  """
 
   def find_spec(self, name, path=None, target=None):
     if name == "tensorflow" or name.startswith("tensorflow."):
-      raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+      return importlib.machinery.ModuleSpec(name, self)
     return None
+
+  def create_module(self, spec):
+    raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+
+  def exec_module(self, module):  # Never reached: create_module raised.
+    raise ModuleNotFoundError(f"No module named {module.__name__!r}", name=module.__name__)
 
 
 def fixed_batch(vocab):

@@ -342,6 +342,8 @@ class Trainer:
       if opts.warm_start_from:  # Before ckpt-0, so a resume starts from the loaded weights.
         warm_start.warm_start(self.model, opts.warm_start_from, opts.warm_start_skip_embeddings,
                               run_identity.data_identity(self.problem, self.data_dir))
+        if self.jax:  # The step's state is taken from the Keras variables again.
+          self.jax_trainer.read_from_model()
       self.save()  # ckpt-0: a run killed before its first periodic save still resumes.
     elif opts.warm_start_from:
       logging.info("%s holds checkpoints: resuming at step %d; --warm_start_from=%s is only "
