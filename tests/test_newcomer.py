@@ -289,15 +289,25 @@ def test_auto_trains_uncompiled_on_cpu_and_always_compiles_the_decode_search(cap
   assert xla_choice.train_xla(tiny_hparams(xla=True)) is True
   assert xla_choice.decode_xla(tiny_hparams(xla="auto")) is True
   assert xla_choice.decode_xla(tiny_hparams(xla="false")) is False
+  # The decode hparam overrides the run's choice either way; "auto" defers to it.
+  assert xla_choice.decode_xla(tiny_hparams(xla="false"), "true") is True
+  assert xla_choice.decode_xla(tiny_hparams(xla="auto"), "false") is False
+  assert xla_choice.decode_xla(tiny_hparams(xla="false"), "auto") is False
 
 
 def test_decoder_and_train_step_follow_the_choice():
+  from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.decoder import Decoder
   from t2tlite.models.transformer import Transformer
+  from t2tlite.overrides import OverrideError
   from t2tlite.training import train_step
   model = Transformer(tiny_hparams(xla="auto"))
   assert Decoder(model).search_ids._jit_compile is True
   assert Decoder(Transformer(tiny_hparams(xla="false"))).search_ids._jit_compile is False
+  compiled = DecodeHParams().override("xla=true")
+  assert Decoder(Transformer(tiny_hparams(xla="false")), compiled).search_ids._jit_compile is True
+  with pytest.raises(OverrideError, match="xla='maybe'"):
+    DecodeHParams().override("xla=maybe")
   if not xla_choice.accelerator():
     step = train_step.make_eval_step(model, model.hparams)
     assert step._reduce_retracing is True  # Uncompiled: shape-relaxed tracing.
