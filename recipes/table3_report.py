@@ -271,17 +271,22 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
     expected = len([1 for s in sets for _ in range(
         settings.get("base_seeds", 3) if BY_MINI_SET[s].row == "base" else 1)])
     out += [_sweep_summary(sweep, results, expected), ""]
+  lines = sorted({r["dev_lines"] for r in results if "dev_lines" in r}) or [1014]
+  search = sorted({r["decode_hparams"] for r in results if "decode_hparams" in r}) or [
+      "beam_size=4,alpha=0.6,extra_length=50"]
   out += ["Table 3 of Vaswani et al. (2017) at the scale two CPU cores afford. Each row is a "
           "miniature of the paper's row by one rule (`hparams/table3.py`): a miniature stands to "
           "the miniature base as the paper's row to the paper's base (sizes scaled by the base's "
           "ratio, the paper's own P_drop, eps_ls and positions), every ratio kept exactly. "
-          "Dev is Multi30k val (all 1014 lines; the paper: newstest2013); PPL is per subword "
-          "token, exp of the teacher-forced NLL; BLEU is sacreBLEU of a beam 4 / alpha 0.6 / "
-          "+50 decode of the last checkpoint (no averaging). Test is never decoded. Unlisted "
-          "values equal the base's, as in the paper; the base row is the mean ± sample "
-          "standard deviation over its seeds.", ""]
+          f"Dev is Multi30k val ({'/'.join(map(str, lines))} lines; the paper: newstest2013); "
+          "PPL is per subword token, exp of the teacher-forced NLL; BLEU is sacreBLEU of a "
+          f"decode of the last checkpoint (no averaging) with {' / '.join(search)}. Test is "
+          "never decoded. Unlisted values equal the base's, as in the paper; the base row is "
+          "the mean ± sample standard deviation over its seeds; train time is the training "
+          "loop's wall time on one core.", ""]
   out += table_rows(sets, runs, params, steps, std) + [""]
   out += _spread_section(base_runs, std, noise)
+  out += _runs_section(results)
   out += _claims_section(judge(figures, noise), notes)
   if figure_link:
     out += ["## Dev PPL and BLEU against parameters", "",
@@ -345,6 +350,22 @@ def _spread_section(base_runs, std, noise) -> List[str]:
             f"delta is within seed noise below 2x that: PPL {noise['ppl']:.3f}, BLEU "
             f"{noise['bleu']:.2f}.", ""]
   return lines
+
+
+def _runs_section(results) -> List[str]:
+  """Each run's wall time by stage (the d_model-doubled row costs more per step)."""
+  if not results:
+    return []
+  lines = ["## Runs", "", "| run | steps | train | decode + BLEU | total |", "|---|---|---|---|---|"]
+  order = {r.mini_set: i for i, r in enumerate(TABLE3)}
+  for r in sorted(results, key=lambda r: (order[r["mini_set"]], r["seed"])):
+    stages = r.get("stage_seconds", {})
+    after = stages.get("decode", 0.0) + stages.get("bleu", 0.0)
+    total = sum(stages.values())
+    lines.append(f"| {r['name']} | {r['steps']} | {r['train_seconds'] / 60:.1f} min | "
+                 f"{after / 60:.1f} min | {total / 60:.1f} min |")
+  return lines + ["", "train: the training loop (checkpoint's clock); total: every stage as "
+                  "the sweep ran it, start-up and the dev pass included.", ""]
 
 
 def _signed(value, digits):

@@ -222,6 +222,7 @@ class Sweep:
     self.stopping = False
     self.seconds_per_cost_step: List[float] = []  # Observed, from finished runs.
     self.overheads: List[float] = []
+    self.evaluating_since: Dict[str, float] = {}  # name -> when its first stage after train began.
 
   def run(self) -> int:
     workers = [threading.Thread(target=self._worker, args=(core,), daemon=True)
@@ -260,6 +261,7 @@ class Sweep:
       ok, timings = self._run_stages(run, core)
       with self.lock:
         del self.running[run.name]
+        self.evaluating_since.pop(run.name, None)
         stopped = self.stopping and not ok
         if ok:
           self.done.append(run.name)
@@ -284,6 +286,8 @@ class Sweep:
         if self.stopping:
           return False, timings
         self.running[run.name] = self.running[run.name][:3] + (stage,)
+        if stage != "train":
+          self.evaluating_since.setdefault(run.name, time.time())
       started = time.time()
       with open(os.path.join(out, f"{stage}.log"), "a") as log:
         log.write(f"\n# {datetime.datetime.now():%Y-%m-%d %H:%M:%S} core {core}: "
@@ -295,9 +299,11 @@ class Sweep:
         code = child.wait()
         with self.lock:
           self.children.pop(run.name, None)
+        log.write(f"# exit status {code}" + (f" (signal {-code})" if code < 0 else "") + "\n")
       timings[stage] = timings.get(stage, 0.0) + time.time() - started
       write_json(timings_path, timings)
       if code != 0:
+        self.log(f"{run.name}: {stage} exited with status {code}")
         return False, timings
     return True, timings
 
@@ -335,8 +341,12 @@ class Sweep:
       if stage == "train" and step is not None:
         remaining = (eta if eta is not None else estimate) + overhead
         parts.append(f"{name}@{core} step {step}/{run.steps}")
-      else:
-        remaining = max(estimate - (time.time() - started), overhead / 2)
+      elif stage == "train":
+        remaining = max(estimate - (time.time() - started), overhead)
+        parts.append(f"{name}@{core} train")
+      else:  # Decoding, scoring, collecting: what is left of the overhead.
+        since = self.evaluating_since.get(name, time.time())
+        remaining = max(overhead / 2 - (time.time() - since), 5.0)
         parts.append(f"{name}@{core} {stage}")
       left.append(remaining)
     queued_seconds = sum(r.steps * r.cost * per_cost_step + overhead for r in queued)
@@ -412,9 +422,18 @@ def collect(args) -> None:
                 "P_drop": hp.dropout, "eps_ls": hp.label_smoothing,
                 "position_encoding": hp.position_encoding},
       "vocab_size": hp.target_vocab_size, "checkpoint": os.path.basename(checkpoint),
-      "finished": time.time(),
+      "finished": time.time(), "stage_seconds": _read_timings(out),
   }
   write_json(result_path(args.run_dir, args.name), result)
+
+
+def _read_timings(out: str) -> dict:
+  """Seconds of each stage so far (train, decode, bleu), over every invocation of the row."""
+  path = os.path.join(out, "timings.json")
+  if not os.path.exists(path):
+    return {}
+  with open(path) as f:
+    return json.load(f)
 
 
 # --- The command ---
