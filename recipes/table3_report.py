@@ -217,7 +217,8 @@ def table_rows(sets: List[str], runs: Dict[str, List[dict]], params: Dict[str, i
     is_base = row.row == "base"
     cells = [("" if not is_base and mine[c] == base_shape[c] else str(mine[c]))
              for c in SHAPE_COLUMNS]
-    label = "" if row.row == previous_letter else ("base" if is_base else f"({row.row})")
+    label = ("" if row.row == previous_letter else
+             row.row if row.row in ("base", "big") else f"({row.row})")
     previous_letter = row.row
     if row.row == "E":
       label += " learned positions"
@@ -265,8 +266,9 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
   if not results:
     out += ["**The sweep has not been run yet.** Every cell of ours below that would come from "
             "training is empty; the shapes and parameter counts are computed from the "
-            "registered sets, not measured. Run `bash recipes/table3.sh` (about two hours on "
-            "both cores) and regenerate this page.", ""]
+            "registered sets, not measured. `bash recipes/table3.sh` runs it (21 runs: the base "
+            "with 3 seeds and the 18 other rows but big, 1000 steps each by default, about two "
+            "hours on both cores) and rewrites this page.", ""]
   else:
     expected = len([1 for s in sets for _ in range(
         settings.get("base_seeds", 3) if BY_MINI_SET[s].row == "base" else 1)])
@@ -285,6 +287,11 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
           "the mean ± sample standard deviation over its seeds; train time is the training "
           "loop's wall time on one core.", ""]
   out += table_rows(sets, runs, params, steps, std) + [""]
+  out += ["Rows in order: " + ", ".join(f"`{s}`" for s in sets) + " (each named after the "
+          "paper's row it scales: `transformer_table3_d256` is the d_model=256 row, at "
+          "d_model 64). Parameters at the run's vocabulary (Multi30k's 8000 BPE pieces). "
+          "big is not in the default sweep: 3x the steps (the paper's 300K against 100K) at "
+          "3.1x the base's cost per step is about 9 base runs; `TABLE3_ROWS` adds it.", ""]
   out += _spread_section(base_runs, std, noise)
   out += _runs_section(results)
   out += _claims_section(judge(figures, noise), notes)
