@@ -53,7 +53,9 @@ def kept_checksum(directory, step):
 
 def test_best_kept_early_stop_and_both_survive_a_resume(tmp_path, scripted, caplog, request):
   caplog.set_level(logging.INFO)
-  # absl's logger stops propagating to the root once an absl app ran in this process.
+  # absl's logger has its own level (WARNING unless an absl app set --verbosity in this
+  # worker) and stops propagating to the root once an absl app ran in this process.
+  caplog.set_level(logging.INFO, logger="absl")
   absl_logger = logging.getLogger("absl")
   absl_logger.addHandler(caplog.handler)
   request.addfinalizer(lambda: absl_logger.removeHandler(caplog.handler))
