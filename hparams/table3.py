@@ -135,7 +135,8 @@ def _make_set(row: Table3Row):
 
   hparams_set.__name__ = row.mini_set
   hp = hparams_set()
-  what = "the miniature base" if row.row == "base" else f"Table 3 row {row.row} in miniature"
+  what = {"base": "the miniature base", "big": "Table 3's big model in miniature"}.get(
+      row.row, f"Table 3 row ({row.row}) in miniature")
   hparams_set.__doc__ = (
       f"{what} ({row.paper_set}): N={hp.num_encoder_layers}, d_model={hp.d_model}, "
       f"d_ff={hp.d_ff}, h={hp.num_heads}, d_k={hp.key_dim}, d_v={hp.value_dim}, "

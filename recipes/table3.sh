@@ -5,7 +5,7 @@
 #
 #   bash recipes/table3.sh [RUN_DIR] [MULTI30K_DIR]         # about 2 hours on 2 cores
 #   python recipes/table3_sweep.py --run_dir=RUN_DIR --status  # progress, from another shell
-#   TABLE3_SMOKE=1 bash recipes/table3.sh                    # 2 rows, 4 steps, a tiny slice: ~2 min
+#   TABLE3_SMOKE=1 bash recipes/table3.sh                    # 2 rows, 4 steps, a tiny slice
 #
 # RUN_DIR (default runs/table3, runs/table3_smoke when smoking) gets data/, rows/NAME/ (each
 # run's checkpoints, logs, dev decodes and BLEU), results/NAME.json, sweep.json, sweep.log,
@@ -18,7 +18,9 @@
 #   TABLE3_CORES   cores, one run on each at a time (default 0,1; smoke: the first of them)
 #   TABLE3_SEEDS   seeds of the base row (default 3)
 #   TABLE3_MAX_ROW_MINUTES  safety bound per run x its estimated cost (default 45)
-#   TABLE3_SMOKE=1 the whole chain on 1000 training pairs, 16 dev lines, a 500-piece vocabulary
+#   TABLE3_SMOKE=1 the whole chain on 1000 training pairs, 16 dev lines, a 500-piece vocabulary,
+#                  decodes to input + 5; its rows run one after the other on the first core
+#                  (~1.5 min each on a quiet core: start-up and traces, not steps)
 #
 # Why 1000 steps: docs/results.md measured transformer_multi30k at 5662 steps in 45:00 on one
 # core (2.10 steps/s). recipes/table3_sweep.py's cost model (multiply-adds per token pair) puts
@@ -78,6 +80,8 @@ SWEEP=(--run_dir="$OUT" --steps="$STEPS" --cores="$CORES" --base_seeds="$SEEDS"
 [ -n "$SMOKE" ] && SWEEP+=(--progress_seconds=20 --decode_hparams=beam_size=4,alpha=0.6,extra_length=5)
 status=0
 taskset -c "$CORES" "$PYTHON" "$REPO/recipes/table3_sweep.py" "${SWEEP[@]}" || status=$?
-[ "$status" -eq 2 ] && exit 2  # A setting at fault (one line above): nothing ran.
+# 2: a setting at fault (one line above), nothing ran; >= 128: stopped or killed (a rerun
+# resumes). Either way no page.
+{ [ "$status" -eq 2 ] || [ "$status" -ge 128 ]; } && exit "$status"
 taskset -c "$FIRST_CORE" "$PYTHON" "$REPO/recipes/table3_report.py" "$OUT" "${REPORT[@]}"
 exit "$status"

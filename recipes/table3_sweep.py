@@ -30,7 +30,8 @@ Progress: a line on stderr every --progress_seconds and at every start and
 finish (done, running with each trainer's step and ETA, queued, the sweep's
 ETA), the same in RUN_DIR/progress.txt; --status prints it for a sweep that
 runs elsewhere. Logs of each stage in RUN_DIR/rows/NAME/, the sweep's in
-RUN_DIR/sweep.log. Killing the driver (Ctrl-C, kill) stops its runs too.
+RUN_DIR/sweep.log. Killing the driver (Ctrl-C, kill; even kill -9) stops its runs too; stopped,
+it exits with status 130, and recipes/table3.sh then writes no page.
 """
 
 import argparse
@@ -65,6 +66,9 @@ MEAN_LENGTH = 17  # Subword tokens (EOS included) of a Multi30k sentence, for at
 def set_hparams(name: str):
   """A registered set by name, without importing the models (TensorFlow) as registry.hparams does."""
   return registry.HPARAMS.get(name)()
+
+
+STOPPED = 130  # Exit status of a sweep stopped by a signal (the shell's for Ctrl-C).
 
 
 class SweepError(Exception):
@@ -236,7 +240,7 @@ class Sweep:
         self.report()
         last = time.time()
     self.report()
-    return 1 if self.failed or self.stopping else 0
+    return STOPPED if self.stopping else 1 if self.failed else 0
 
   def stop(self) -> None:
     """Stops the runs in flight (their checkpoints stay; a rerun resumes them)."""
