@@ -1,4 +1,4 @@
-"""Table 3 of Vaswani et al. 2017 once in code: each row's full-size set, its miniature, its figures.
+"""Table 3 of Vaswani et al. 2017 once in code: each row's set, its miniature, its figures.
 
 `TABLE3` lists the paper's rows in the paper's order. Each row names the
 full-size registered set (`transformer_base_h1`, ... in transformer.py), the

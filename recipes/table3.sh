@@ -77,7 +77,8 @@ SWEEP=(--run_dir="$OUT" --steps="$STEPS" --cores="$CORES" --base_seeds="$SEEDS"
        --max_row_minutes="${TABLE3_MAX_ROW_MINUTES:-45}")
 [ -n "$ROWS" ] && SWEEP+=(--rows="$ROWS")
 # Smoke: an untrained model decodes to the length limit; +5, not +50, keeps that short.
-[ -n "$SMOKE" ] && SWEEP+=(--progress_seconds=20 --decode_hparams=beam_size=4,alpha=0.6,extra_length=5)
+[ -n "$SMOKE" ] && SWEEP+=(--progress_seconds=20
+                          --decode_hparams=beam_size=4,alpha=0.6,extra_length=5)
 status=0
 taskset -c "$CORES" "$PYTHON" "$REPO/recipes/table3_sweep.py" "${SWEEP[@]}" || status=$?
 # 2: a setting at fault (one line above), nothing ran; >= 128: stopped or killed (a rerun

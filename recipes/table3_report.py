@@ -1,4 +1,4 @@
-r"""docs/table3.md from a Table 3 sweep: our table in the paper's layout, the paper's beside it, verdicts.
+r"""docs/table3.md from a Table 3 sweep: our table in the paper's layout, the paper's beside it.
 
   python recipes/table3_report.py runs/table3 --output=docs/table3.md --figure=docs/img/table3.png
 
@@ -33,6 +33,7 @@ SHAPE_COLUMNS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls")
 LAYOUT = SHAPE_COLUMNS + ("train steps", "PPL (dev)", "BLEU (dev)", "params x10^6")
 BESIDE = ("paper PPL", "paper BLEU", "paper params x10^6", "train time")
 METRICS = {"ppl": True, "bleu": False}  # metric -> lower is better.
+RECIPE_STEPS = 1000  # recipes/table3.sh's default TABLE3_STEPS: what a page before the sweep plans.
 NOISE_SEEDS = 2.0  # "within seed noise": |delta| < 2 x the base seeds' standard deviation.
 
 
@@ -246,14 +247,14 @@ def table_rows(sets: List[str], runs: Dict[str, List[dict]], params: Dict[str, i
 
 
 def listed_sets(results: List[dict], sweep: Optional[dict]) -> List[str]:
-  """The rows on the page, in Table 3's order: the sweep's and any with results (all before a sweep)."""
+  """The page's rows in Table 3's order: the sweep's and any with results (all, before a sweep)."""
   rows = set((sweep or {}).get("settings", {}).get("rows", ())) | {r["mini_set"] for r in results}
   return [r.mini_set for r in TABLE3 if r.mini_set in rows or not rows]
 
 
 def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
            figure_link: Optional[str], notes: Dict[str, str]) -> str:
-  """The page's markdown. params: counts of rows without results; figure_link: relative to the page."""
+  """The page's markdown; params: counts of rows without results; figure_link: from the page."""
   runs = by_set(results)
   settings = (sweep or {}).get("settings", {})
   sets = listed_sets(results, sweep)
@@ -262,13 +263,15 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
   noise = {m: (None if s is None else NOISE_SEEDS * s) for m, s in std.items()}
   figures = {s: ours(r) for s, r in runs.items()}
   steps = settings.get("steps")
+  planned = f"{steps}" if steps else f"{RECIPE_STEPS} (the recipe's default)"
+  warmup = registry.HPARAMS.get(_s("base"))().learning_rate_warmup_steps
   out = [GENERATED, "", "# Table 3 in miniature: the paper's variations on Multi30k en-de", ""]
   if not results:
     out += ["**The sweep has not been run yet.** Every cell of ours below that would come from "
             "training is empty; the shapes and parameter counts are computed from the "
             "registered sets, not measured. `bash recipes/table3.sh` runs it (21 runs: the base "
-            "with 3 seeds and the 18 other rows but big, 1000 steps each by default, about two "
-            "hours on both cores) and rewrites this page.", ""]
+            f"with 3 seeds and the 18 other rows but big, {RECIPE_STEPS} steps each by default, "
+            "about two hours on both cores) and rewrites this page.", ""]
   else:
     expected = len([1 for s in sets for _ in range(
         settings.get("base_seeds", 3) if BY_MINI_SET[s].row == "base" else 1)])
@@ -316,10 +319,15 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
           "disagree. Paper deltas use the same comparisons on the paper's figures.",
           "- Scale: Multi30k's 29k pairs for WMT's 4.5M, 2048-token batches for ~25000, an "
           "8000-piece BPE vocabulary for ~37000, "
-          f"{steps or 'TABLE3_STEPS'} steps for 100K, at `transformer_multi30k`'s warmup "
+          f"{planned} steps for 100K, at `transformer_multi30k`'s warmup "
           "(1000) and learning rate (docs/results.md). Deltas of a few tenths of BLEU, as in "
           "the paper's rows, are below what runs this short can separate; the seed spread says "
-          "how far below.", ""]
+          "how far below.",
+          f"- Warmup: the learning rate peaks at step {warmup} and decays after; rows trained "
+          f"{planned} steps are compared "
+          + ("right after the peak, early in training, where over-fitting (the dropout claim) "
+             "may not show yet" if (steps or RECIPE_STEPS) < 3 * warmup else "after the peak")
+          + ". `TABLE3_STEPS` lengthens every row alike (in a new run directory).", ""]
   return "\n".join(out)
 
 
@@ -363,7 +371,8 @@ def _runs_section(results) -> List[str]:
   """Each run's wall time by stage (the d_model-doubled row costs more per step)."""
   if not results:
     return []
-  lines = ["## Runs", "", "| run | steps | train | decode + BLEU | total |", "|---|---|---|---|---|"]
+  lines = ["## Runs", "", "| run | steps | train | decode + BLEU | total |",
+           "|---|---|---|---|---|"]
   order = {r.mini_set: i for i, r in enumerate(TABLE3)}
   for r in sorted(results, key=lambda r: (order[r["mini_set"]], r["seed"])):
     stages = r.get("stage_seconds", {})

@@ -64,7 +64,7 @@ MEAN_LENGTH = 17  # Subword tokens (EOS included) of a Multi30k sentence, for at
 
 
 def set_hparams(name: str):
-  """A registered set by name, without importing the models (TensorFlow) as registry.hparams does."""
+  """A registered set by name, without loading the models (TensorFlow) as registry.hparams does."""
   return registry.HPARAMS.get(name)()
 
 

@@ -219,7 +219,8 @@ def paper_table3(shared_dir):
   base, table = None, []
   for line in rows:
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    figures = {k: (float(v) if v else None) for k, v in zip(("ppl", "bleu", "params"), cells[10:13])}
+    figures = {k: (float(v) if v else None)
+               for k, v in zip(("ppl", "bleu", "params"), cells[10:13])}
     if cells[0] == "E":
       cells = [cells[0]] + [""] * 8
     values = dict(zip(columns, cells[1:9]))

@@ -1,4 +1,4 @@
-"""recipes/table3_report.py and the sweep's planning (recipes/table3_sweep.py), on synthetic results.
+"""recipes/table3_report.py and the sweep's plan (recipes/table3_sweep.py) on synthetic results.
 
 Nothing trains here: results are JSON files written by hand, verdicts are
 checked against cases small enough to compute by hand, and the sweep's
