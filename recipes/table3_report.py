@@ -253,7 +253,7 @@ def listed_sets(results: List[dict], sweep: Optional[dict]) -> List[str]:
 
 
 def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
-           figure_link: Optional[str], notes: Dict[str, str]) -> str:
+           figure_link: Optional[str], notes: Dict[str, str], vocab_size: int = 8000) -> str:
   """The page's markdown; params: counts of rows without results; figure_link: from the page."""
   runs = by_set(results)
   settings = (sweep or {}).get("settings", {})
@@ -289,10 +289,12 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
           "never decoded. Unlisted values equal the base's, as in the paper; the base row is "
           "the mean ± sample standard deviation over its seeds; train time is the training "
           "loop's wall time on one core.", ""]
+  vocab = "/".join(str(v) for v in sorted({r["vocab_size"] for r in results
+                                             if "vocab_size" in r})) or str(vocab_size)
   out += table_rows(sets, runs, params, steps, std) + [""]
   out += ["Rows in order: " + ", ".join(f"`{s}`" for s in sets) + " (each named after the "
           "paper's row it scales: `transformer_table3_d256` is the d_model=256 row, at "
-          "d_model 64). Parameters at the run's vocabulary (Multi30k's 8000 BPE pieces). "
+          f"d_model 64). Parameters at a {vocab}-piece shared vocabulary. "
           "big is not in the default sweep: 3x the steps (the paper's 300K against 100K) at "
           "3.1x the base's cost per step is about 9 base runs; `TABLE3_ROWS` adds it.", ""]
   out += _spread_section(base_runs, std, noise)
@@ -380,8 +382,8 @@ def _runs_section(results) -> List[str]:
     total = sum(stages.values())
     lines.append(f"| {r['name']} | {r['steps']} | {r['train_seconds'] / 60:.1f} min | "
                  f"{after / 60:.1f} min | {total / 60:.1f} min |")
-  return lines + ["", "train: the training loop (checkpoint's clock); total: every stage as "
-                  "the sweep ran it, start-up and the dev pass included.", ""]
+  return lines + ["", "train: the training loop (checkpoint's clock); total: the train, decode "
+                  "and BLEU commands as the sweep ran them, start-up and the dev pass included.", ""]
 
 
 def _signed(value, digits):
@@ -495,7 +497,7 @@ def main(argv=None) -> int:
   if results:
     plot(results, args.figure)
     link = os.path.relpath(args.figure, os.path.dirname(os.path.abspath(args.output)))
-  text = render(results, sweep, params, link, notes)
+  text = render(results, sweep, params, link, notes, args.vocab_size)
   with files.atomic_write(args.output) as f:
     f.write(text + "\n")
   print(f"wrote {args.output}" + (f" and {args.figure}" if results else ""), file=sys.stderr)

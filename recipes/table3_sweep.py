@@ -300,6 +300,8 @@ class Sweep:
         child = subprocess.Popen(pinned(core, argv), stdout=log, stderr=subprocess.STDOUT)
         with self.lock:
           self.children[run.name] = child
+          if self.stopping:  # stop() ran between the check above and this start.
+            child.terminate()
         code = child.wait()
         with self.lock:
           self.children.pop(run.name, None)
