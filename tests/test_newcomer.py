@@ -392,6 +392,19 @@ def test_datagen_reports_pairs_with_total_and_eta(shared_dir, tmp_path):
                    proc.stderr)
 
 
+def test_generated_problems_report_pairs_too(tmp_path, monkeypatch, caplog):
+  from t2tlite import registry
+  problem = registry.problem("algorithmic_reverse")
+  monkeypatch.setattr(problem, "split_sizes", {"train": 30, "dev": 5, "test": 5})
+  monkeypatch.setenv("T2T_PROGRESS_SECONDS", "0")
+  with caplog.at_level("INFO", logger="absl"):
+    problem.generate_data(str(tmp_path))
+  lines = [r.getMessage() for r in caplog.records]
+  assert any(re.match(r"algorithmic_reverse train: 30/30 pairs \(100\.0%\), [\d,.]+ pairs/s, "
+                      r"ETA 0m00s$", line) for line in lines), lines
+  assert any(re.match(r"algorithmic_reverse test: 5 pairs in [\d.]+ s", line) for line in lines)
+
+
 def test_averaging_reports_each_checkpoint(tmp_path, monkeypatch, caplog):
   import tensorflow as tf
   from t2tlite.models.transformer import Transformer
