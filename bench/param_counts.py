@@ -1,6 +1,7 @@
 """Parameter counts of the paper's sets, beside Table 3's "params x 10^6" column.
 
   python bench/param_counts.py [--vocab_size=37000]
+  python bench/param_counts.py --miniature     # the Table 3 miniatures, at Multi30k's 8000
 
 Builds each registered set with the given shared vocabulary (the paper's
 EN-DE BPE vocabulary has about 37000 tokens) and prints a markdown table.
@@ -14,36 +15,43 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from t2tlite import registry  # noqa: E402
+from t2tlite.hparams.table3 import TABLE3  # noqa: E402  (the paper's rows and counts, once)
 from t2tlite.models.transformer import Transformer  # noqa: E402
 
-# Table 3 of Vaswani et al. 2017 ("params x 10^6"; None where the paper leaves it blank).
-PAPER = [
-    ("transformer_base", "base", 65), ("transformer_base_h1", "A h=1", None),
-    ("transformer_base_h4", "A h=4", None), ("transformer_base_h16", "A h=16", None),
-    ("transformer_base_h32", "A h=32", None), ("transformer_base_dk16", "B d_k=16", 58),
-    ("transformer_base_dk32", "B d_k=32", 60), ("transformer_base_n2", "C N=2", 36),
-    ("transformer_base_n4", "C N=4", 50), ("transformer_base_n8", "C N=8", 80),
-    ("transformer_base_d256", "C d_model=256", 28), ("transformer_base_d1024", "C d_model=1024", 168),
-    ("transformer_base_ff1024", "C d_ff=1024", 53), ("transformer_base_ff4096", "C d_ff=4096", 90),
-    ("transformer_base_drop0", "D P_drop=0", None), ("transformer_base_drop02", "D P_drop=0.2", None),
-    ("transformer_base_ls0", "D eps_ls=0", None), ("transformer_base_ls02", "D eps_ls=0.2", None),
-    ("transformer_base_posemb", "E learned positions", None), ("transformer_big", "big", 213),
-]
+COLUMNS = (("N", "num_encoder_layers"), ("d_model", "d_model"), ("d_ff", "d_ff"),
+           ("h", "num_heads"), ("d_k", "key_dim"), ("d_v", "value_dim"), ("P_drop", "dropout"),
+           ("eps_ls", "label_smoothing"), ("positions", "position_encoding"))
+
+
+def row_label(row, hp, base) -> str:
+  """"A h=1, d_k=512, d_v=512": Table 3's row letter and what the set changes from its base."""
+  if row.row in ("base", "big"):
+    return row.row
+  changes = [f"{col}={getattr(hp, field)}" for col, field in COLUMNS
+             if getattr(hp, field) != getattr(base, field)]
+  return f"{row.row} {', '.join(changes)}"
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--vocab_size", type=int, default=37000)
+  parser.add_argument("--vocab_size", type=int, default=None,
+                      help="Shared vocabulary size (default 37000; 8000 with --miniature).")
+  parser.add_argument("--miniature", action="store_true",
+                      help="The Table 3 miniatures (hparams/table3.py) instead of the full sets.")
   args = parser.parse_args()
+  vocab = args.vocab_size or (8000 if args.miniature else 37000)
+  digits = 2 if args.miniature else 1
   base = None
   print(f"| set | Table 3 row | paper (M) | ours (M) | ours exact | delta vs base |")
   print("|---|---|---|---|---|---|")
-  for name, row, paper in PAPER:
-    hp = registry.hparams(name).replace(input_vocab_size=args.vocab_size,
-                                        target_vocab_size=args.vocab_size)
+  for row in TABLE3:
+    name = row.mini_set if args.miniature else row.paper_set
+    hp = registry.hparams(name).replace(input_vocab_size=vocab, target_vocab_size=vocab)
+    label = row_label(row, hp, registry.hparams(TABLE3[0].mini_set if args.miniature
+                                                else TABLE3[0].paper_set))
     count = Transformer(hp).count_params()
     base = count if base is None else base
-    print(f"| `{name}` | {row} | {paper if paper else '-'} | {count / 1e6:.1f} | "
+    print(f"| `{name}` | {label} | {row.params_m or '-'} | {count / 1e6:.{digits}f} | "
           f"{count:,} | {count - base:+,} |", flush=True)
 
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from t2tlite.data import records, shard_manifest, text_encoder
 from t2tlite.errors import UserError
+from t2tlite.progress import Progress
 
 SPLITS = ("train", "dev", "test")
 
@@ -116,11 +117,18 @@ class Problem:
       if all(os.path.exists(p) for p in [path] + texts) and not shard_manifest.stale_split(
           self, data_dir, split):
         continue
+      progress = Progress(f"{self.name} {split}", self.split_size(split), "pairs")
       with records.SplitWriter([path], texts) as writer:
         for source, target in self.text_pairs(split, tmp_dir):
           writer.write(source, target, encoders["inputs"].encode(source),
                        encoders["targets"].encode(target))
+          progress.update(writer.count)
       shard_manifest.record_split(self, data_dir, split)
+      progress.finish(writer.count)
+
+  def split_size(self, split: str) -> Optional[int]:
+    """Pairs `split` will hold when known before writing it (the progress line's total)."""
+    return getattr(self, "split_sizes", {}).get(split)
 
   def dataset(self, split: str, data_dir: Optional[str] = None) -> tf.data.Dataset:
     """Examples {"inputs": int32 [s], "targets": int32 [t]}, EOS-terminated."""

@@ -47,8 +47,17 @@ def train_xla(hparams) -> bool:
   return bool(device)
 
 
-def decode_xla(hparams) -> bool:
-  """Whether the decoder's search is XLA-compiled: always, unless xla=false."""
+def decode_xla(hparams, decode_choice: str = AUTO) -> bool:
+  """Whether the decoder's search is XLA-compiled: always, unless xla=false.
+
+  `decode_choice` (the `xla` decode hparam) overrides the run's hparam when it
+  is not "auto": a run trained with xla=false (the CPU recipes once set it)
+  still decodes compiled with --decode_hparams=xla=true, several times faster
+  for long outputs (the uncompiled loop copies every key/value cache at each step).
+  """
+  value = normalize(decode_choice)
+  if value != AUTO:
+    return value == TRUE
   value = normalize(hparams.xla)
   if value == AUTO:
     _log_once("decoding", f"{AUTO} -> on (the compiled search is faster on CPU too; "

@@ -10,6 +10,7 @@ treebank). Test modules import from here, never from one another.
 import functools
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,17 @@ def checkpoint_key(weight):
   """The checkpoint key of a Keras weight (tf.train escapes "." and "/")."""
   escaped = weight.path.replace(".", "..").replace("/", ".S")
   return f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def load_script(relative_path):
+  """A script of the repository that is not in the package (recipes/*.py), as a module."""
+  import importlib.util
+  path = os.path.join(REPO, relative_path)
+  name = os.path.splitext(os.path.basename(path))[0]
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 # --- The installed commands ---
@@ -191,6 +203,31 @@ def paper_positional_encoding(length, d_model):
       pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
       pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
   return pe
+
+
+def paper_table3(shared_dir):
+  """Table 3's rows from PAPER_SPEC.md: (row, shape, figures, line), blank cells as in base.
+
+  shape: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls as printed (strings), blanks filled
+  from the base row (row E's "positional embedding instead of sinusoids" has base sizes);
+  figures: PPL, BLEU and params as floats, None where the paper leaves a cell blank.
+  """
+  text = open(os.path.join(shared_dir, "PAPER_SPEC.md"), encoding="utf-8").read()
+  section = text.split("## Table 3")[1].split("\n## ")[0]
+  rows = [line for line in section.splitlines() if re.match(r"\| (base|[A-E]|big) \|", line)]
+  columns = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
+  base, table = None, []
+  for line in rows:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    figures = {k: (float(v) if v else None)
+               for k, v in zip(("ppl", "bleu", "params"), cells[10:13])}
+    if cells[0] == "E":
+      cells = [cells[0]] + [""] * 8
+    values = dict(zip(columns, cells[1:9]))
+    if base is None:
+      base = values
+    table.append((cells[0], {k: (v if v else base[k]) for k, v in values.items()}, figures, line))
+  return table
 
 
 @functools.lru_cache(maxsize=1)

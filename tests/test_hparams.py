@@ -1,14 +1,13 @@
 """HParams: typed overrides, validation, persistence, and every set against the paper's tables."""
 
 import os
-import re
 
 import pytest
 
 from t2tlite import registry
 from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.overrides import OverrideError
-from tests.helpers import ALL_SETS, TABLE3_SETS
+from tests.helpers import ALL_SETS, TABLE3_SETS, paper_table3
 
 
 
@@ -29,28 +28,10 @@ def test_base_is_the_paper_base_model():
   assert hp.shared_embedding_and_softmax_weights and hp.shared_source_target_embedding
 
 
-def _paper_table3(shared_dir):
-  """Rows of Table 3 from PAPER_SPEC.md: blank cells take the base row's values."""
-  text = open(os.path.join(shared_dir, "PAPER_SPEC.md"), encoding="utf-8").read()
-  section = text.split("## Table 3")[1].split("\n## ")[0]
-  rows = [line for line in section.splitlines() if re.match(r"\| (base|[A-E]|big) \|", line)]
-  columns = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls"]
-  base, table = None, []
-  for line in rows:
-    cells = [c.strip() for c in line.strip("|").split("|")]
-    if cells[0] == "E":  # "positional embedding instead of sinusoids": base sizes.
-      cells = [cells[0]] + [""] * 8
-    values = dict(zip(columns, cells[1:9]))
-    if base is None:
-      base = values
-    table.append((cells[0], {k: (v if v else base[k]) for k, v in values.items()}, line))
-  return table
-
-
 def test_table3_sets_match_paper_rows(shared_dir):
-  table = _paper_table3(shared_dir)
+  table = paper_table3(shared_dir)
   assert len(table) == len(TABLE3_SETS)
-  for name, (row, want, line) in zip(TABLE3_SETS, table):
+  for name, (row, want, _, line) in zip(TABLE3_SETS, table):
     hp = registry.hparams(name)
     want = dict(want)
     if row == "big":  # Its d_k/d_v cells are blank: d_model / h = 1024 / 16 = 64.

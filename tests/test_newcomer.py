@@ -289,15 +289,25 @@ def test_auto_trains_uncompiled_on_cpu_and_always_compiles_the_decode_search(cap
   assert xla_choice.train_xla(tiny_hparams(xla=True)) is True
   assert xla_choice.decode_xla(tiny_hparams(xla="auto")) is True
   assert xla_choice.decode_xla(tiny_hparams(xla="false")) is False
+  # The decode hparam overrides the run's choice either way; "auto" defers to it.
+  assert xla_choice.decode_xla(tiny_hparams(xla="false"), "true") is True
+  assert xla_choice.decode_xla(tiny_hparams(xla="auto"), "false") is False
+  assert xla_choice.decode_xla(tiny_hparams(xla="false"), "auto") is False
 
 
 def test_decoder_and_train_step_follow_the_choice():
+  from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.decoder import Decoder
   from t2tlite.models.transformer import Transformer
+  from t2tlite.overrides import OverrideError
   from t2tlite.training import train_step
   model = Transformer(tiny_hparams(xla="auto"))
   assert Decoder(model).search_ids._jit_compile is True
   assert Decoder(Transformer(tiny_hparams(xla="false"))).search_ids._jit_compile is False
+  compiled = DecodeHParams().override("xla=true")
+  assert Decoder(Transformer(tiny_hparams(xla="false")), compiled).search_ids._jit_compile is True
+  with pytest.raises(OverrideError, match="xla='maybe'"):
+    DecodeHParams().override("xla=maybe")
   if not xla_choice.accelerator():
     step = train_step.make_eval_step(model, model.hparams)
     assert step._reduce_retracing is True  # Uncompiled: shape-relaxed tracing.
@@ -380,6 +390,19 @@ def test_datagen_reports_pairs_with_total_and_eta(shared_dir, tmp_path):
                    r"ETA 0m00s", proc.stderr), proc.stderr[-2000:]
   assert re.search(r"translate_files train: 4,987 pairs in [\d.]+ s \([\d,.]+ pairs/s\)",
                    proc.stderr)
+
+
+def test_generated_problems_report_pairs_too(tmp_path, monkeypatch, caplog):
+  from t2tlite import registry
+  problem = registry.problem("algorithmic_reverse")
+  monkeypatch.setattr(problem, "split_sizes", {"train": 30, "dev": 5, "test": 5})
+  monkeypatch.setenv("T2T_PROGRESS_SECONDS", "0")
+  with caplog.at_level("INFO", logger="absl"):
+    problem.generate_data(str(tmp_path))
+  lines = [r.getMessage() for r in caplog.records]
+  assert any(re.match(r"algorithmic_reverse train: 30/30 pairs \(100\.0%\), [\d,.]+ pairs/s, "
+                      r"ETA 0m00s$", line) for line in lines), lines
+  assert any(re.match(r"algorithmic_reverse test: 5 pairs in [\d.]+ s", line) for line in lines)
 
 
 def test_averaging_reports_each_checkpoint(tmp_path, monkeypatch, caplog):

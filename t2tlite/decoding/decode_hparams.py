@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from t2tlite import overrides
+from t2tlite import overrides, xla_choice
 
 SAMPLING_METHODS = ("argmax", "random")
 
@@ -28,8 +28,13 @@ class DecodeHParams:
   sampling_temp: float = 1.0  # With random: log-probs divided by this; 0 is argmax (tensor2tensor's default 1.0).
   sampling_topk: int = 0  # With random: draw among the k most likely tokens; 0: all (fairseq's --sampling-topk).
   sampling_seed: int = 1  # With random: the same seed gives the same sample of a sentence, however it is batched.
+  xla: str = "auto"  # Compile the search: auto follows the run's xla hparam (compiled unless "false"); true/false override it.
 
   def __post_init__(self):
+    object.__setattr__(self, "xla", xla_choice.normalize(self.xla))
+    if self.xla not in xla_choice.CHOICES:
+      raise overrides.OverrideError(
+          f"--decode_hparams: xla={self.xla!r} must be one of {', '.join(xla_choice.CHOICES)}")
     for name in ("beam_size", "batch_size", "length_multiple", "tree_max_depth"):
       if getattr(self, name) < 1:
         raise overrides.OverrideError(f"--decode_hparams: {name}={getattr(self, name)} must be >= 1")

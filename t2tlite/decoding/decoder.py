@@ -40,7 +40,7 @@ class Decoder:
       self._reorder = search.gather_rows
     # The one compiled search over ids: every decode path (files, dev decoding, export) runs it.
     self.search_ids = tf.function(self._search_batch,
-                                  jit_compile=xla_choice.decode_xla(model.hparams),
+                                  jit_compile=xla_choice.decode_xla(model.hparams, decode_hparams.xla),
                                   reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
     self.shapes_seen = set()  # Distinct batch shapes decoded: each one is a trace (and an XLA compile).
