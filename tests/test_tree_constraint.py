@@ -240,6 +240,43 @@ def test_open_run_bound_is_the_brute_force_set_of_trees_without_longer_runs(
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
+def has_unary_repeat(ids, token=None):
+  """Whether a constituent's only child is a constituent of its label (any other token is a
+  word piece, a child)."""
+  token = token or TOKEN
+  stack = []  # Per open constituent: [label, children, label of the first child or None].
+  for i in ids:
+    t = token[i]
+    if t.startswith("("):
+      if stack:
+        stack[-1][1] += 1
+        stack[-1][2] = t[1:] if stack[-1][1] == 1 else None
+      stack.append([t[1:], 0, None])
+    elif t.startswith(")"):
+      label, children, first = stack.pop()
+      if children == 1 and first == label:
+        return True
+    elif stack:
+      stack[-1][1] += 1
+  return False
+
+
+@pytest.mark.parametrize("n_words,max_depth,max_length", [(1, 3, 8), (2, 3, 10)])
+def test_no_unary_repeat_is_the_brute_force_set_of_trees_without_x_over_x(
+    n_words, max_depth, max_length):
+  """The rule removes exactly the trees with a constituent whose only child has its label,
+  and every prefix it allows still completes (the mask is the brute-force allowed set)."""
+  everything = all_valid_trees(n_words, max_depth, max_length)
+  valid = {v for v in everything if not has_unary_repeat(v)}
+  assert valid and len(valid) < len(everything), "the rule must cut some trees and keep some"
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  starts = [False, False] + [True] * (len(PIECES) - 2)
+  c = TreeConstraint(PIECES, starts, EOS, max_depth, no_unary_repeat=True)
+  for prefix in sorted(prefixes):
+    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
+    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+
+
 def test_the_toy_grammar_has_the_trees_counted_by_hand():
   # One word, depth 2: (L XX )L for 2 labels, and (L (M XX )M )L for 4 label pairs.
   assert len(all_valid_trees(1, 2, 8)) == 2 + 4
@@ -444,3 +481,18 @@ def test_constrained_beam_search_with_words_compiles_with_xla_and_matches_eager(
 def test_words_need_one_vocabulary_for_source_and_target():
   with pytest.raises(ValueError, match="one vocabulary"):
     TreeConstraint(PIECES + WORD_PIECES, [True] * len(PIECES), EOS, 4, target_words=True)
+
+
+def test_no_unary_repeat_with_words_is_the_brute_force_set_of_trees_without_x_over_x():
+  """Targets that write words: a pending constituent needs a word not yet begun (the pieces
+  of a begun word all stay in its constituent), the mask is the brute-force allowed set."""
+  source, max_depth, max_length = (9, 10, 7), 2, 10  # "uv" (two pieces), then "word".
+  everything = all_valid_trees(0, max_depth, max_length, source=source)
+  valid = {v for v in everything if not has_unary_repeat(v, WORD_TOKEN)}
+  assert valid and len(valid) < len(everything)
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  c = word_constraint(max_depth)
+  c.no_unary_repeat = True
+  for prefix in sorted(prefixes):
+    mask = c.mask(word_state_after(c, prefix, source, max_length)).numpy()[0]
+    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
