@@ -229,12 +229,19 @@ def test_open_run_bound_is_the_brute_force_set_of_trees_without_longer_runs(
     n_words, max_depth, max_length, max_open_run):
   """The bound removes exactly the trees that open more than max_open_run brackets in a row,
   and every prefix it allows still completes (the mask is the brute-force allowed set)."""
+  assert_rule_is_brute_force(lambda v: longest_open_run(v) <= max_open_run, n_words, max_depth,
+                             max_length, max_open_run=max_open_run)
+
+
+def assert_rule_is_brute_force(keep, n_words, max_depth, max_length, **rule):
+  """The constraint with `rule` allows after every prefix exactly the tokens that start a valid
+  tree for which keep(tree) holds (XX targets); the rule must cut some trees and keep some."""
   everything = all_valid_trees(n_words, max_depth, max_length)
-  valid = {v for v in everything if longest_open_run(v) <= max_open_run}
-  assert valid and len(valid) < len(everything), "the bound must cut some trees and keep some"
+  valid = {v for v in everything if keep(v)}
+  assert valid and len(valid) < len(everything), "the rule must cut some trees and keep some"
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   starts = [False, False] + [True] * (len(PIECES) - 2)
-  c = TreeConstraint(PIECES, starts, EOS, max_depth, max_open_run=max_open_run)
+  c = TreeConstraint(PIECES, starts, EOS, max_depth, **rule)
   for prefix in sorted(prefixes):
     mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
@@ -266,15 +273,8 @@ def test_no_unary_repeat_is_the_brute_force_set_of_trees_without_x_over_x(
     n_words, max_depth, max_length):
   """The rule removes exactly the trees with a constituent whose only child has its label,
   and every prefix it allows still completes (the mask is the brute-force allowed set)."""
-  everything = all_valid_trees(n_words, max_depth, max_length)
-  valid = {v for v in everything if not has_unary_repeat(v)}
-  assert valid and len(valid) < len(everything), "the rule must cut some trees and keep some"
-  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
-  starts = [False, False] + [True] * (len(PIECES) - 2)
-  c = TreeConstraint(PIECES, starts, EOS, max_depth, no_unary_repeat=True)
-  for prefix in sorted(prefixes):
-    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
-    assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+  assert_rule_is_brute_force(lambda v: not has_unary_repeat(v), n_words, max_depth, max_length,
+                             no_unary_repeat=True)
 
 
 def test_the_toy_grammar_has_the_trees_counted_by_hand():
