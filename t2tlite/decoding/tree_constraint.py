@@ -73,9 +73,9 @@ class TreeState(typing.NamedTuple):
   empty: tf.Tensor       # bool [rows]: the innermost open constituent has no word yet.
   budget: tf.Tensor      # int32 [rows]: tokens that may still come before the EOS.
   open_run: tf.Tensor    # int32 [rows]: opening brackets since the last word or closing one.
-  only_child: tf.Tensor  # int32 [rows, max_depth]: per open constituent, the label of its one
-                         # child so far if that is a constituent; NO_CHILD, or MANY (a word,
-                         # or more than one child).
+  only_child: typing.Any = ()  # no_unary_repeat: int32 [rows, max_depth], per open
+                         # constituent the label of its one child so far if that is a
+                         # constituent; NO_CHILD, or MANY (a word, or more than one child). Else ().
   source: typing.Any = ()    # target_words: int32 [rows, length], the source ids; else ().
   position: typing.Any = ()  # target_words: int32 [rows], index of the next source piece; else ().
 
@@ -189,7 +189,7 @@ class TreeConstraint:
         empty=tf.zeros([rows], tf.bool),
         budget=tf.cast(max_lengths, tf.int32),
         open_run=tf.zeros([rows], tf.int32),
-        only_child=tf.fill([rows, self.max_depth], NO_CHILD))
+        only_child=tf.fill([rows, self.max_depth], NO_CHILD) if self.no_unary_repeat else ())
 
   def _next_piece(self, state: TreeState):
     """(int32 [rows] the next source piece, bool [rows] whether it continues a begun word)."""
@@ -217,7 +217,10 @@ class TreeConstraint:
     if self.max_open_run:
       can_open &= state.open_run < self.max_open_run
     can_xx = (w > 0) & (d > 0) & (w - 1 + d <= budget - 1)
-    innermost = tf.gather(state.stack, tf.maximum(d - 1, 0), batch_dims=1)  # [rows]
+    top = tf.maximum(d - 1, 0)  # The innermost open constituent's slot.
+    innermost = tf.gather(state.stack, top, batch_dims=1)  # [rows]
+    if self.target_words:  # The word slot is the next source piece; no bracket inside a word.
+      piece, within = self._next_piece(state)
     can_close = ((d > 0) & ~state.empty & ((d > 1) | (w == 0))
                  & (w + d - 1 <= budget - 1))
     can_eos = (d == 0) & (w == 0)
@@ -230,20 +233,21 @@ class TreeConstraint:
       is_open_slot = tf.range(self.max_depth)[tf.newaxis] < d[:, tf.newaxis]
       pending = tf.reduce_sum(tf.cast(
           is_open_slot & tf.equal(state.only_child, state.stack), tf.int32), axis=1)
-      inner_only = tf.gather(state.only_child, tf.maximum(d - 1, 0), batch_dims=1)
+      inner_only = tf.gather(state.only_child, top, batch_dims=1)
       inner_pending = (d > 0) & tf.equal(inner_only, innermost)
       can_close &= ~inner_pending
-      starts_word = ~self._next_piece(state)[1] if self.target_words else tf.ones_like(can_xx)
-      can_xx &= ~starts_word | (pending - tf.cast(inner_pending, tf.int32) <= words - 1)
+      # A second child, bracket or word, ends the innermost's pending.
+      settled = pending - tf.cast(inner_pending, tf.int32)
+      if self.target_words:  # A piece inside a begun word places no new word.
+        can_xx &= within | (settled <= words - 1)
+      else:
+        can_xx &= settled <= words - 1
       # Opening L: itself empty, and the innermost turns pending when L is its label and first child.
       first_same = ((d > 0) & tf.equal(inner_only, NO_CHILD))[:, tf.newaxis] & tf.equal(
           self._label_of[tf.newaxis], innermost[:, tf.newaxis])
-      # (A second child, bracket or word, ends the innermost's pending.)
-      settled = pending - tf.cast(inner_pending, tf.int32)
       open_room = (settled[:, tf.newaxis] + 1 + tf.cast(first_same, tf.int32)
                    <= words[:, tf.newaxis])
-    if self.target_words:  # The word slot is the next source piece; no bracket inside a word.
-      piece, within = self._next_piece(state)
+    if self.target_words:
       can_open &= ~within
       can_close &= ~within
       word_ok = (tf.equal(tf.range(self.vocab_size)[tf.newaxis], piece[:, tf.newaxis])
@@ -275,13 +279,16 @@ class TreeConstraint:
     at_slot = tf.equal(tf.range(self.max_depth)[tf.newaxis], slot[:, tf.newaxis])
     stack = tf.where(at_slot & opened[:, tf.newaxis], label[:, tf.newaxis], state.stack)
     depth = state.depth + tf.cast(opened, tf.int32) - tf.cast(closed, tf.int32)
-    # The innermost constituent gains a child: a word (MANY) or the one just opened.
-    innermost = tf.equal(tf.range(self.max_depth)[tf.newaxis],
-                         tf.maximum(state.depth - 1, 0)[:, tf.newaxis]) & (state.depth > 0)[:, tf.newaxis]
-    child = tf.where(opened, label, MANY)[:, tf.newaxis]
-    gained = tf.where(tf.equal(state.only_child, NO_CHILD), child, MANY)
-    only_child = tf.where(innermost & (opened | word)[:, tf.newaxis], gained, state.only_child)
-    only_child = tf.where(at_slot & opened[:, tf.newaxis], NO_CHILD, only_child)
+    only_child = ()
+    if self.no_unary_repeat:
+      # The innermost constituent gains a child: a word (MANY) or the one just opened.
+      innermost = tf.equal(tf.range(self.max_depth)[tf.newaxis],
+                           tf.maximum(state.depth - 1, 0)[:, tf.newaxis]) & (
+                               state.depth > 0)[:, tf.newaxis]
+      child = tf.where(opened, label, MANY)[:, tf.newaxis]
+      gained = tf.where(tf.equal(state.only_child, NO_CHILD), child, MANY)
+      only_child = tf.where(innermost & (opened | word)[:, tf.newaxis], gained, state.only_child)
+      only_child = tf.where(at_slot & opened[:, tf.newaxis], NO_CHILD, only_child)
     return TreeState(
         words_left=state.words_left - tf.cast(word, tf.int32),
         depth=tf.clip_by_value(depth, 0, self.max_depth),
