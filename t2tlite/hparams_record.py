@@ -122,6 +122,10 @@ class HParams:
     """d_v actually used: explicit, or d_model / h as in the paper."""
     return self.d_v or self.d_model // self.num_heads
 
+  def tokens_per_update(self, devices: int) -> int:
+    """Target tokens (at most) in one optimizer update on `devices` devices."""
+    return self.batch_size * devices * self.accumulate_steps
+
   def replace(self, **changes) -> "HParams":
     return dataclasses.replace(self, **changes)
 

@@ -241,10 +241,6 @@ def decorrelate_dropout(model, strategy) -> None:
       component.assign(base + offset)
 
 
-def tokens_per_update(hparams, replicas: int) -> int:
-  return hparams.batch_size * replicas * hparams.accumulate_steps
-
-
 def describe(strategy) -> str:
   """"MirroredStrategy: 2 replicas in sync, local devices ..." and the like, for the log."""
   if not needs_cross_replica_sync(strategy):

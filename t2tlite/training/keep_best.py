@@ -31,8 +31,6 @@ BEST_DIR = "best"
 STATE_FILE = "best.json"
 # Metric -> +1 when higher is better, -1 when lower is.
 METRICS = {"bleu": 1, "exact_match": 1, "parse_f1": 1, "loss": -1, "nll": -1, "perplexity": -1}
-# Metrics that only real decoding of dev (--eval_decode) produces.
-DECODE_METRICS = ("bleu", "exact_match", "parse_f1")
 
 
 class BestKeeperError(UserError):

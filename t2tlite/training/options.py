@@ -23,8 +23,20 @@ class TrainOptionsError(UserError):
 
 # --keep_best's metrics (keep_best.METRICS says which way is better; kept here without imports).
 KEEP_BEST_METRICS = ("bleu", "loss", "parse_f1", "exact_match", "nll", "perplexity")
-# ...of which dev decoding measures these (keep_best.DECODE_METRICS): TensorFlow only.
+# ...of which only decoding dev measures these: TensorFlow only (beam search is TensorFlow's).
 DECODED_METRICS = ("bleu", "parse_f1", "exact_match")
+
+
+def check_keep_best_backend(keep_best: str, backend: str) -> None:
+  """A --keep_best metric the backend can measure: the decoded ones need TensorFlow.
+
+  Checked with the flags (--backend) and again by the trainer with the backend
+  actually chosen ($KERAS_BACKEND when --backend is empty).
+  """
+  if backend == backends.JAX and keep_best in DECODED_METRICS:
+    raise TrainOptionsError(
+        f"--keep_best={keep_best} is measured by decoding dev, which runs under "
+        "TensorFlow only; under --backend=jax keep the best by loss, nll or perplexity")
 
 
 def _option(default: Any, help_text: str):
@@ -100,10 +112,7 @@ class TrainOptions:
       raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
                               "needs --eval_every > 0 (with 0, dev is evaluated at the end only)")
     backends.check_choice(self.backend)
-    if self.backend == backends.JAX and self.keep_best in DECODED_METRICS:
-      raise TrainOptionsError(
-          f"--keep_best={self.keep_best} is measured by decoding dev, which runs under "
-          "TensorFlow only; under --backend=jax keep the best by loss, nll or perplexity")
+    check_keep_best_backend(self.keep_best, self.backend)
     if self.warm_start_skip_embeddings and not self.warm_start_from:
       raise TrainOptionsError("--warm_start_skip_embeddings: needs --warm_start_from")
 

@@ -39,6 +39,7 @@ from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, keep_
                               npz_checkpoints, progress, resume, run_dir, run_identity,
                               run_lock, warm_start)
 from t2tlite.training.optimization import make_optimizer
+from t2tlite.training import options as options_lib
 from t2tlite.training.options import TrainOptions
 
 try:
@@ -166,10 +167,7 @@ class Trainer:
       raise backends.BackendError("--backend=jax: multi-device training uses "
                                   "keras.distribution over the JAX devices, not a tf.distribute "
                                   "strategy (--num_gpus/--worker_hosts are TensorFlow's)")
-    if opts.keep_best in keep_best.DECODE_METRICS:
-      raise keep_best.BestKeeperError(
-          f"--keep_best={opts.keep_best} is measured by decoding dev, which runs under "
-          "TensorFlow only; under --backend=jax keep the best by loss, nll or perplexity")
+    options_lib.check_keep_best_backend(opts.keep_best, self.backend)
 
   def _scope(self):
     """Where the model and optimizer are built: the tf.distribute strategy's scope (TF)."""
@@ -256,7 +254,7 @@ class Trainer:
       raise distribution.DistributionError(
           "--keep_best: dev decoding runs on the chief alone, so workers could disagree on "
           "when to stop; use it on one machine")
-    if opts.keep_best in keep_best.DECODE_METRICS:
+    if opts.keep_best in options_lib.DECODED_METRICS:
       if not opts.eval_decode:
         raise keep_best.BestKeeperError(f"--keep_best={opts.keep_best} is measured by decoding "
                                         "dev: it needs --eval_decode")
@@ -362,7 +360,7 @@ class Trainer:
                    "TensorFlow); decode the saved checkpoints with t2t-decoder")
     logging.info("tokens per update = %d per device x %d devices x %d accumulate_steps = %d",
                  hp.batch_size, self.replicas, hp.accumulate_steps,
-                 hp.batch_size * self.replicas * hp.accumulate_steps)
+                 hp.tokens_per_update(self.replicas))
     window = progress.MetricWindow()
     last_save_time = time.time()
     last_eval = {}
