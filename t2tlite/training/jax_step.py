@@ -86,6 +86,8 @@ class JaxTrainer:
     self.distribution = distribution
     self.train_traces = 0
     self.eval_traces = 0
+    self._iterations_index = next(i for i, v in enumerate(optimizer.variables)
+                                  if v is optimizer.iterations)
     self.read_from_model()
     # The state's old buffers are reused for the new one (no second copy on the device).
     self._train = jax.jit(self._train_step, donate_argnums=(0,))
@@ -98,6 +100,9 @@ class JaxTrainer:
     self.state = ([copy(v) for v in self.model.trainable_variables],
                   [copy(v) for v in self.model.non_trainable_variables],
                   [copy(v) for v in self.optimizer.variables])
+    # Kept on the host too: every update adds one (mixed_float16's skipped updates are refused
+    # above), so reading the step does not wait for the device at every update.
+    self._iterations = int(self.state[2][self._iterations_index])
 
   def write_to_model(self) -> None:
     """Writes the state into the Keras variables (copies: the next update donates the state)."""
@@ -111,9 +116,7 @@ class JaxTrainer:
   @property
   def iterations(self) -> int:
     """Updates applied so far (the optimizer's `iterations`, in the state)."""
-    index = next(i for i, v in enumerate(self.optimizer.variables)
-                 if v is self.optimizer.iterations)
-    return int(self.state[2][index])
+    return self._iterations
 
   def learning_rate(self) -> float:
     """The rate of the next update: the schedule at the state's `iterations`."""
@@ -134,6 +137,7 @@ class JaxTrainer:
   def train_step(self, batch: dict) -> dict:
     """One update on a global batch (numpy); returns its metric sums (device scalars)."""
     self.state, sums = self._train(self.state, self.shard_batch(batch))
+    self._iterations += 1
     return sums
 
   def eval_step(self, batch: dict) -> dict:
