@@ -47,9 +47,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-from t2tlite import files, registry
+from t2tlite import cli, errors, files, registry
 from t2tlite.hparams.table3 import BY_MINI_SET, TABLE3, steps_ratio
 from t2tlite.progress import format_duration
 
@@ -71,7 +71,7 @@ def set_hparams(name: str):
 STOPPED = 130  # Exit status of a sweep stopped by a signal (the shell's for Ctrl-C).
 
 
-class SweepError(Exception):
+class SweepError(errors.UserError):
   """A setting or a run directory at fault; one line, exit 2."""
 
 
@@ -551,11 +551,7 @@ def main(argv=None) -> int:
 
 
 def run() -> None:
-  try:
-    sys.exit(main())
-  except SweepError as e:
-    print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
-    sys.exit(2)
+  cli.run_script(main)
 
 
 if __name__ == "__main__":

@@ -120,6 +120,14 @@ def _help_shows_command_flags(module):
     FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
+def run_script(main) -> None:
+  """sys.exit(main()) for a plain argparse script (recipes/): a UserError is one line, exit 2."""
+  try:
+    sys.exit(main())
+  except errors.UserError as e:
+    _exit(errors.one_line(e))
+
+
 def _exit(message: str):
   print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
   sys.exit(2)
