@@ -165,9 +165,10 @@ class ParsingProblem(TranslateProblem):
     except ValueError as e:
       raise ProblemError(f"--decode_hparams constrain_trees=true: {e}") from None
 
-  def decode_postprocessor(self) -> linearize.TreeRepairer:
+  def decode_postprocessor(self, decode_hparams) -> linearize.TreeRepairer:
     """Decoded target -> repaired tree over the source words (repairs counted)."""
-    return linearize.TreeRepairer(self.options.target_words)
+    return linearize.TreeRepairer(self.options.target_words,
+                                  decode_hparams.tree_collapse_unary_repeat)
 
 
 def _read_glob(pattern: str, what: str) -> List[Tuple[str, bytes]]:

@@ -65,7 +65,7 @@ class Problem:
     pairs = list(self.text_pairs(split, None))
     return [s for s, _ in pairs], [t for _, t in pairs]
 
-  def decode_postprocessor(self) -> Optional[Callable[[str, str], str]]:
+  def decode_postprocessor(self, decode_hparams) -> Optional[Callable[[str, str], str]]:
     """None, or `f(source line, decoded text) -> output line` for every decoded hypothesis.
 
     Parsing turns the decoded token sequence back into a tree over the source

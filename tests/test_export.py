@@ -287,11 +287,17 @@ def test_in_graph_trees_equal_the_parsing_postprocessor_on_the_sample_treebank(s
   from t2tlite.data import linearize
   from t2tlite.decoding import graph_text
   from tests.helpers import sample_trees
-  for target_words in (False, True):  # The paper's XX form, and each word in place of its XX.
+  # The paper's XX form, each word in place of its XX; same-label unary chains kept, collapsed
+  # (the sample's trees hold a few dozen, nested up to three deep after normalisation).
+  for target_words, collapse in ((False, False), (True, False), (False, True), (True, True)):
     pairs = [linearize.gold_pair(t, target_words) for t in sample_trees(shared_dir)]
     pairs = [p for p in pairs if p is not None]
     assert len(pairs) > 3000
     sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
-    expected = [linearize.decoded_tree_line(t, s, target_words=target_words) for s, t in pairs]
-    got = graph_text.tree_lines(tf.constant(sources), tf.constant(targets)).numpy()
+    repairs = linearize.Repairs()
+    expected = [linearize.decoded_tree_line(t, s, repairs, target_words, collapse)
+                for s, t in pairs]
+    assert (repairs[linearize.COLLAPSED] > 20) == collapse
+    got = graph_text.tree_lines(tf.constant(sources), tf.constant(targets),
+                                collapse_unary_repeats=collapse).numpy()
     assert [g.decode("utf-8") for g in got] == expected

@@ -118,7 +118,7 @@ def test_datagen_writes_gold_trees_aligned_with_the_sources(shared_dir, tmp_path
   encoder = problem.encoders(str(tmp_path))["targets"]
   assert encoder.vocab_size == 4000
   assert encoder.decode(encoder.encode(targets[0])) == targets[0]
-  repairer = problem.decode_postprocessor()
+  repairer = problem.decode_postprocessor(DecodeHParams())
   assert repairer(sources[0], targets[0]) == linearize.delinearize(
       targets[0], sources[0].split()).to_string()
 
@@ -198,7 +198,7 @@ def test_constrained_decoding_needs_no_repair_even_from_an_untrained_model(sampl
         f"beam_size={beam},extra_length=60,return_beams=true")
     assert hp.constrain_trees
     decoder = Decoder(model, hp, problem.decode_constraint(hp, encoders))
-    repairer = problem.decode_postprocessor()
+    repairer = problem.decode_postprocessor(hp)
     nbest = decoder.decode_nbest([encoders["inputs"].encode(s) for s in sources])
     for source, beams in zip(sources, nbest):
       for target in (encoders["targets"].decode(ids) for ids, _ in beams):
@@ -308,7 +308,7 @@ def test_constrained_decoding_with_words_needs_no_repair_even_from_an_untrained_
         f"beam_size={beam},extra_length=60,return_beams=true")
     constraint = problem.decode_constraint(hp, encoders)
     assert constraint.target_words
-    repairer = problem.decode_postprocessor()
+    repairer = problem.decode_postprocessor(hp)
     assert repairer.target_words
     nbest = Decoder(model, hp, constraint).decode_nbest(
         [encoders["inputs"].encode(s) for s in sources])

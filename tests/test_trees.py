@@ -1,5 +1,7 @@
 """Treebank reading, the parser's normalisation, and Vinyals et al.'s linearization and its inverse."""
 
+import collections
+
 import pytest
 
 from t2tlite.data import linearize, trees
@@ -182,3 +184,64 @@ def test_tags_from_gold_fills_placeholders_only_where_the_words_agree():
   assert linearize.tags_from_gold(other_words, gold) == (other_words, 0)
   tagged = "(TOP (S (NP (NN John)) (VP (VBZ has))))"
   assert linearize.tags_from_gold(tagged, gold) == (tagged, 0)
+
+
+@pytest.mark.parametrize("line, expected, merged", [
+    ("(TOP (S (NP (NP (DT a) (NN b))) (VP (VBZ c))))",
+     "(TOP (S (NP (DT a) (NN b)) (VP (VBZ c))))", 1),
+    # A chain of three is one constituent; a different label between two NPs breaks the chain.
+    ("(TOP (NP (NP (NP (DT a) (NN b)))))", "(TOP (NP (DT a) (NN b)))", 2),
+    ("(TOP (NP (QP (NP (DT a) (NN b)))))", "(TOP (NP (QP (NP (DT a) (NN b)))))", 0),
+    # Not an only child: both NPs stay.
+    ("(TOP (NP (NP (DT a)) (PP (IN of) (NP (NN b)))))",
+     "(TOP (NP (NP (DT a)) (PP (IN of) (NP (NN b)))))", 0),
+    # The root is kept even when its only child has its label; a pre-terminal is never merged.
+    ("(TOP (TOP (NN a)))", "(TOP (TOP (NN a)))", 0),
+    ("(TOP (NN (NN a)))", "(TOP (NN (NN a)))", 0),
+])
+def test_collapse_unary_repeats(line, expected, merged):
+  tree = trees.read_tree(line)
+  assert trees.collapse_unary_repeats(tree) == merged
+  assert tree.to_string() == expected
+
+
+def _constituents(tree):
+  """(label, start, end, parent's label or None for the root, parent's child count) of every
+  constituent below the root, spans in words, as EVALB counts brackets."""
+  out = []
+
+  def walk(node, start, parent):
+    if node.is_preterminal:
+      return start + 1
+    end = start
+    for child in node.children:
+      end = walk(child, end, node)
+    if parent is not None:  # The root merges with nothing (collapse_unary_repeats).
+      out.append((node.label, start, end, None if parent is tree else parent.label,
+                  len(parent.children)))
+    return end
+  walk(tree, 0, None)
+  return out
+
+
+def test_collapse_unary_repeats_drops_exactly_the_repeated_brackets_of_the_sample(shared_dir):
+  """On the sample's real trees: the collapsed tree keeps every bracket but those of
+  constituents that are the only child of a same-label parent (listed beforehand by brute force
+  over all brackets), and all its words."""
+  seen = 0
+  for tree in sample_trees(shared_dir):
+    normal = trees.normalize(tree)
+    if normal is None:
+      continue
+    root = Tree("TOP", [normal])
+    before = _constituents(root)
+    expected = collections.Counter(
+        (label, start, end) for label, start, end, parent, siblings in before
+        if not (parent == label and siblings == 1))
+    words = root.words()
+    merged = trees.collapse_unary_repeats(root)
+    assert collections.Counter(c[:3] for c in _constituents(root)) == expected
+    assert merged == len(before) - sum(expected.values())
+    assert root.words() == words
+    seen += merged
+  assert seen > 20

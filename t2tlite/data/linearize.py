@@ -44,6 +44,7 @@ POS_TOKEN = "XX"  # Every POS tag becomes this one token (Vinyals et al.'s norma
 ROOT = "TOP"  # Root label of delinearized trees; EVALB's COLLINS.prm deletes it.
 REPAIR_KINDS = ("extra_close", "mismatched_close", "unclosed", "unknown_token", "extra_words",
                 "wrong_word", "missing_words", "empty_constituent")
+COLLAPSED = "unary_repeats_collapsed"  # Not a repair: a well-formed tree may have them too.
 
 
 class Repairs(collections.Counter):
@@ -51,8 +52,10 @@ class Repairs(collections.Counter):
 
   def summary(self) -> str:
     kinds = ", ".join(f"{k} {self[k]}" for k in REPAIR_KINDS if self[k])
+    collapsed = (f"; {self[COLLAPSED]} same-label unary chains collapsed" if self[COLLAPSED]
+                 else "")
     return (f"{self['repaired_sentences']} of {self['sentences']} decoded trees repaired"
-            + (f" ({kinds})" if kinds else ""))
+            + (f" ({kinds})" if kinds else "") + collapsed)
 
 
 def is_open(token: str) -> bool:
@@ -143,9 +146,18 @@ def delinearize(target: str, words: Sequence[str], repairs: Optional[Repairs] = 
 
 
 def decoded_tree_line(target: str, source: str, repairs: Optional[Repairs] = None,
-                      target_words: bool = False) -> str:
-  """One decoded target line and its source line -> the EVALB line of the repaired tree."""
-  return delinearize(target, source.split(), repairs, target_words).to_string()
+                      target_words: bool = False, collapse_unary_repeats: bool = False) -> str:
+  """One decoded target line and its source line -> the EVALB line of the repaired tree.
+
+  collapse_unary_repeats: then merge each constituent into a same-label parent
+  it is the only child of (`trees.collapse_unary_repeats`), counted in `repairs`.
+  """
+  tree = delinearize(target, source.split(), repairs, target_words)
+  if collapse_unary_repeats:
+    merged = trees.collapse_unary_repeats(tree)
+    if repairs is not None:
+      repairs[COLLAPSED] += merged
+  return tree.to_string()
 
 
 def gold_pair(tree: Tree, target_words: bool = False) -> Optional[Tuple[str, str]]:
@@ -193,12 +205,14 @@ class TreeRepairer:
   (`Problem.decode_postprocessor`); `summary()` is what they log.
   """
 
-  def __init__(self, target_words: bool = False):
+  def __init__(self, target_words: bool = False, collapse_unary_repeats: bool = False):
     self.repairs = Repairs()
     self.target_words = target_words  # The targets write words, not XX (`linearize`).
+    self.collapse_unary_repeats = collapse_unary_repeats  # `decoded_tree_line`.
 
   def __call__(self, source: str, decoded: str) -> str:
-    return decoded_tree_line(decoded, source, self.repairs, self.target_words)
+    return decoded_tree_line(decoded, source, self.repairs, self.target_words,
+                             self.collapse_unary_repeats)
 
   def summary(self) -> str:
     return self.repairs.summary()

@@ -66,7 +66,7 @@ class TextToText(tf.Module):
     target = pipeline.encoders["targets"]
     self.target_text = (self.source_text if target is pipeline.encoders["inputs"]
                         else graph_text.for_encoder(target))
-    self._trees = pipeline.problem.decode_postprocessor() is not None
+    self._trees = pipeline.problem.decode_postprocessor(self.hp) is not None
     if self._trees and not self.hp.constrain_trees:
       raise ExportError("--decode_hparams constrain_trees=false: the exported parser writes "
                         "trees in-graph only for the tree constraint's well-formed output; "
@@ -99,7 +99,8 @@ class TextToText(tf.Module):
     flat = tf.reshape(hyp_ids, [batch * k, -1])
     texts = self.target_text.decode(graph_text.ids_until_eos(flat))  # [batch * k]
     if self._trees:
-      texts = graph_text.tree_lines(tf.repeat(inputs, k), texts)
+      texts = graph_text.tree_lines(tf.repeat(inputs, k), texts,
+                                    collapse_unary_repeats=hp.tree_collapse_unary_repeat)
     texts = tf.reshape(texts, [batch, k])
     empty = blank[:, tf.newaxis]
     texts = tf.where(empty, "", texts)

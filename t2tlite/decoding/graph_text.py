@@ -92,24 +92,69 @@ def for_encoder(encoder):
                   "have an in-graph twin")
 
 
-def tree_lines(sources, targets):
+def _brackets(dense):
+  """Tokens string [n, t] -> (opening, closing) bool [n, t]: `(LABEL` and `)LABEL` tokens."""
+  return (tf.strings.regex_full_match(dense, r"\([^)]+"),
+          tf.strings.regex_full_match(dense, r"\)[^(]*"))
+
+
+def without_unary_repeats(tokens):
+  """Linearized well-formed trees, string ragged [n, (t)] -> the same without each constituent
+  that is the only child of a parent with its label: `(NP (NP XX )NP )NP` -> `(NP XX )NP`.
+
+  The in-graph twin of `trees.collapse_unary_repeats`. In token terms an
+  opening `(X` right after an opening `(X` is such a child exactly when the
+  token after its matching `)X` closes again (the parent has no other child);
+  both of its brackets are dropped. Matching brackets: give each bracket its
+  level (an opening one the depth it opens, a closing one the depth it
+  closes); at each level openings and closings then alternate in position
+  order, so sorting by (level, position) puts each opening bracket right
+  before its match.
+  """
+  lengths = tf.cast(tokens.row_lengths(), tf.int32)
+  dense = tokens.to_tensor("")  # [n, t]
+  t = tf.shape(dense)[1]
+  opening, closing = _brackets(dense)
+  depth = tf.cumsum(tf.cast(opening, tf.int32) - tf.cast(closing, tf.int32), axis=1)
+  level = tf.where(closing, depth + 1, depth)
+  position = tf.range(t)[tf.newaxis]
+  key = tf.where(opening | closing, level * (t + 1) + position, tf.int32.max)
+  order = tf.argsort(key, axis=1, stable=True)  # [n, t]: positions by (level, position).
+  rank = tf.argsort(order, axis=1)  # Where each position sits in `order`.
+  following = tf.concat([order[:, 1:], tf.fill([tf.shape(order)[0], 1], t)], axis=1)
+  match = tf.gather(following, rank, batch_dims=1)  # Opening bracket -> its closing one.
+  closes_again = tf.gather(tf.pad(closing, [[0, 0], [0, 2]]), match + 1, batch_dims=1)
+  same_as_previous = tf.pad(
+      opening[:, 1:] & opening[:, :-1] & tf.equal(dense[:, 1:], dense[:, :-1]), [[0, 0], [1, 0]])
+  repeat = opening & same_as_previous & closes_again  # [n, t]: a child to drop.
+  # A closing bracket is dropped with its opening one: the bracket just before it in `order`.
+  preceding = tf.concat([tf.fill([tf.shape(order)[0], 1], 0), order[:, :-1]], axis=1)
+  opened_by = tf.gather(preceding, rank, batch_dims=1)
+  dropped_close = closing & tf.gather(repeat, opened_by, batch_dims=1)
+  keep = ~repeat & ~dropped_close & (position < lengths[:, tf.newaxis])
+  return tf.ragged.boolean_mask(dense, keep)
+
+
+def tree_lines(sources, targets, collapse_unary_repeats: bool = False):
   """Parsing: source words string [n] and linearized trees string [n] -> EVALB lines [n].
 
   The in-graph twin of `linearize.decoded_tree_line` for well-formed trees
   with one word slot per source word (what the tree constraint guarantees):
   `(S (NP XX XX )NP )S` over "a b" -> `(TOP (S (NP (XX a) (XX b))))`. Each
   slot (`XX`, or the word itself with `target_words`) takes the next source
-  word, a closing `)LABEL` becomes `)`.
+  word, a closing `)LABEL` becomes `)`. collapse_unary_repeats: as
+  `decoded_tree_line`'s (`without_unary_repeats`).
   """
   tokens = tf.strings.split(targets)  # [n, (tokens)]
+  if collapse_unary_repeats:
+    tokens = without_unary_repeats(tokens)
   lengths = tokens.row_lengths()
   dense = tokens.to_tensor("")  # [n, t]
   words = tf.strings.split(sources).to_tensor("")  # [n, w]
   words = tf.pad(words, [[0, 0], [0, 1]])  # A column to index when a row has no words.
   # A word slot is any token but a bracket: `XX`, or with the target_words option the word
   # itself (linearize.delinearize places the source word there either way).
-  opening = tf.strings.regex_full_match(dense, r"\([^)]+")
-  closing = tf.strings.regex_full_match(dense, r"\)[^(]*")
+  opening, closing = _brackets(dense)
   is_word = ~opening & ~closing & tf.not_equal(dense, "")
   # The k-th XX of a row takes that row's k-th word.
   word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1, exclusive=True)

@@ -67,7 +67,7 @@ class DecodePipeline:
     start = time.perf_counter()
     hp = self.hparams
     source_encoder, target_encoder = self.encoders["inputs"], self.encoders["targets"]
-    postprocess = self.problem.decode_postprocessor()
+    postprocess = self.problem.decode_postprocessor(hp)
     sources = [source_encoder.encode(line) if line.strip() else [] for line in source_lines]
     hypotheses, lines = [], []
     for line, beams in zip(source_lines, self.decoder.decode_nbest(sources, progress)):
