@@ -87,6 +87,39 @@ def test_horizon_phases_equal_one_loop_and_recomputation(trained, beam_size):
   assert max(len(beams[0][0]) for beams in results[0]) > 8  # Decoding ran past three horizons.
 
 
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_search_of_unknown_width_runs_the_horizon_phases_and_decodes_the_same(trained,
+                                                                              beam_size):
+  """The exported search is traced for any batch and width (its decode length is a tensor):
+  it gets the horizons of the widest source max_input_length allows, one while loop each, and
+  each phase stops at the request's own buffer; its ids and scores are those of the search
+  traced for the batch's static width."""
+  import tensorflow as tf
+  model, sources = trained
+  hp = DecodeHParams(beam_size=beam_size, extra_length=9, nbest=beam_size, batch_size=8,
+                     pad_batch_rows=False)
+  decoder = Decoder(model, hp)
+  decoder.first_horizon = 2
+  any_shape = decoder.search_ids.get_concrete_function(
+      tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32))
+  longest = -(-(decoder.max_input_length + 1) // hp.length_multiple) * hp.length_multiple
+  expected = search.doubling_horizons(longest + hp.extra_length + 1, 2)
+  loops = [op for op in any_shape.graph.get_operations() if op.type in ("While", "StatelessWhile")]
+  assert len(expected) > 3 and len(loops) == len(expected)
+  batch = sources[:8]
+  width = -(-(max(map(len, batch)) + 1) // hp.length_multiple) * hp.length_multiple
+  inputs = np.zeros([len(batch), width], np.int32)
+  for row, ids in enumerate(batch):
+    inputs[row, :len(ids)] = ids
+    inputs[row, len(ids)] = 1  # EOS
+  lengths = np.array([len(ids) for ids in batch], np.int32)
+  dynamic = any_shape(tf.constant(inputs), tf.constant(lengths))
+  static = decoder.search_ids(tf.constant(inputs), tf.constant(lengths))
+  np.testing.assert_array_equal(dynamic.ids.numpy(), static.ids.numpy())
+  np.testing.assert_allclose(dynamic.scores.numpy(), static.scores.numpy(), atol=1e-5)
+  assert int(static.steps) > 8  # Past three horizons.
+
+
 def test_doubling_horizons():
   assert search.doubling_horizons(300, 64) == [64, 128, 256, 300]
   assert search.doubling_horizons(64, 64) == [64]
@@ -123,7 +156,7 @@ class _WordsProblem:
   def encoders(self, data_dir=None):
     return {"inputs": _Words(), "targets": _Words()}
 
-  def decode_postprocessor(self):
+  def decode_postprocessor(self, decode_hparams):
     return None
 
   def decode_constraint(self, decode_hparams, encoders):

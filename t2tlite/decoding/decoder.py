@@ -64,10 +64,17 @@ class Decoder:
     if self.constraint is not None:
       constrained = dict(constraint=self.constraint,
                          constraint_state=self.constraint.initial_state(inputs, max_lengths))
-    # The cached step reads positions < horizon only (search.py, "Horizons").
-    # An exported search (width known only per request) runs one loop over the whole buffer.
-    horizons = (search.doubling_horizons(decode_length + 1, self.first_horizon)
-                if hp.use_cache and isinstance(decode_length, int) else None)
+    # The cached step reads positions < horizon only (search.py, "Horizons"). An exported
+    # search knows its width only per request: it gets the horizons of the longest width
+    # max_input_length allows, and each phase stops at the request's own buffer (a horizon
+    # past the buffer reads the whole buffer), so it runs the phases decoding in-process runs.
+    horizons = None
+    if hp.use_cache:
+      if isinstance(decode_length, int):
+        horizons = search.doubling_horizons(decode_length + 1, self.first_horizon)
+      elif self.max_input_length:
+        longest = _padded_width(self.max_input_length + 1, hp.length_multiple) + hp.extra_length
+        horizons = search.doubling_horizons(longest + 1, self.first_horizon)
     if hp.beam_size == 1:
       step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
       choice = {}

@@ -112,7 +112,12 @@ def _run_phases(cond, body, initial, decode_length, horizons):
   """
   state = initial
   for horizon in horizons or [None]:
-    limit = decode_length + 1 if horizon is None else min(horizon, decode_length + 1)
+    if horizon is None:
+      limit = decode_length + 1
+    elif isinstance(decode_length, int):
+      limit = min(horizon, decode_length + 1)
+    else:  # A decode length known only when the search runs (the exported search).
+      limit = tf.minimum(horizon, decode_length + 1)
     (state,) = tf.while_loop(
         lambda s, limit=limit: tf.logical_and(s.step < limit, cond(s)),
         lambda s, horizon=horizon: body(s, horizon), (state,))
