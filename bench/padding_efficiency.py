@@ -31,6 +31,13 @@ Reference rows, computed analytically in numpy from the example lengths and the 
   * per-side (analytic): each side padded to its own bucket's boundary, a scheme that would pad
     a short target less when its source is long.
 
+Packed rows (--packed_lengths, e.g. 64,128,256; hparams packed_batches=true, packed_length=L,
+t2tlite/data/packing.py): the same `training_dataset` call with packing on, whose batches are
+batch_size // L rows of L tokens per side, each row several pairs laid end to end (first-fit
+within windows of input_pipeline.PACK_WINDOW pairs of the shuffled stream), as tensor2tensor's
+`packed` problems. Pairs with a side longer than L are dropped (as max_length drops them), so the
+table also gives the pairs kept. Evaluation is never packed (its rows are the eval column above).
+
 Data (read in place, never copied): Multi30k train en-de (29000 pairs, ../shared/data/multi30k)
 with an 8000-piece BPE vocabulary learned on it (both sides); newstest2013 en-de (3000 pairs,
 ../shared/data/wmt) with an 8000-piece BPE vocabulary learned on newstest2008-2012 en-de
@@ -49,6 +56,7 @@ Usage:
   python bench/padding_efficiency.py                                  # both data sets (~1 min)
   python bench/padding_efficiency.py --datasets newstest2013 --steps 1.1 --big_batch_size 0
   python bench/padding_efficiency.py --output_json padding.json
+  python bench/padding_efficiency.py --steps 1.1 --big_batch_size 0 --packed_lengths 64,128,256
 Prints a table per data set; --output_json writes every number and the flags.
 """
 
@@ -83,6 +91,9 @@ def parse_args(argv=None):
   p.add_argument("--big_batch_size", type=int, default=25000,
                  help="one more row at this batch_size and the hparams set's default step "
                       "(0 = skip)")
+  p.add_argument("--packed_lengths", default="",
+                 help="comma list of packed row lengths, each a packed row at --batch_size "
+                      "(empty = no packed rows)")
   p.add_argument("--vocab_size", type=int, default=8000)
   p.add_argument("--epochs", type=float, default=1.0,
                  help="train stream: take batches until they hold this many epochs of examples")
@@ -187,6 +198,46 @@ def measure_config(dataset, s_len, t_len, hp, args):
               analytic=analytic(s_len[kept], t_len[kept], boundaries))
 
 
+def measure_packed(dataset, s_len, t_len, hp, args):
+  """The packed training stream: ~--epochs of the kept pairs' tokens, in rows of packed_length."""
+  from t2tlite.training import input_pipeline
+  kept = np.maximum(s_len, t_len) <= input_pipeline.packed_filter_length(hp)
+  real = int(s_len[kept].sum() + t_len[kept].sum())
+  t0 = time.perf_counter()
+  batches = input_pipeline.training_dataset(dataset, hp, seed=args.seed).as_numpy_iterator()
+  pairs = [0]
+  train = batch_stats(_until_real_tokens(batches, int(np.ceil(args.epochs * real)), pairs))
+  longer_side = max(s_len[kept].sum(), t_len[kept].sum())
+  return dict(batch_size=hp.batch_size, packed_length=hp.packed_length,
+              train_examples_kept=int(kept.sum()), train=train,
+              train_seconds=time.perf_counter() - t0, pairs_per_row=pairs[0] / max(1, train["rows"]),
+              bound=real / float(2 * hp.packed_length * np.ceil(longer_side / hp.packed_length)))
+
+
+def _until_real_tokens(batches, wanted, pairs):
+  """Batches until they hold `wanted` real tokens (both sides); pairs[0] counts their pairs."""
+  seen = 0
+  for batch in batches:
+    yield batch
+    seen += int(np.count_nonzero(batch["inputs"])) + int(np.count_nonzero(batch["targets"]))
+    pairs[0] += int(np.count_nonzero((batch["targets_position"] == 0) & (batch["targets"] != 0)))
+    if seen >= wanted:
+      return
+
+
+def print_packed(rows):
+  print(f"  packed: {'batch':>6s} {'L':>4s} {'kept':>6s} | {'train':>6s} {'src':>6s} "
+        f"{'tgt':>6s} {'bound':>6s} | {'trn bat':>7s} {'rows':>5s} {'pairs/row':>9s} "
+        f"{'src real':>8s} {'tgt real':>8s}")
+  for r in rows:
+    t = r["train"]
+    print(f"          {r['batch_size']:6d} {r['packed_length']:4d} {r['train_examples_kept']:6d} | "
+          f"{t['efficiency']:6.1%} {t['efficiency_inputs']:6.1%} {t['efficiency_targets']:6.1%} "
+          f"{r['bound']:6.1%} | {t['batches']:7d} {t['mean_rows_per_batch']:5.1f} "
+          f"{r['pairs_per_row']:9.2f} {t['mean_real_inputs_per_batch']:8.0f} "
+          f"{t['mean_real_targets_per_batch']:8.0f}")
+
+
 def print_table(name, desc, info, rows):
   print(f"\n[{name}] {desc}")
   print(f"  {info['pairs']} pairs, vocab {info['vocab_size']} BPE; tokens with EOS: source mean "
@@ -222,6 +273,9 @@ def main(args):
   configs = [base.replace(batch_size=args.batch_size, length_bucket_step=s) for s in steps]
   if args.big_batch_size:
     configs.append(base.replace(batch_size=args.big_batch_size))
+  packed_configs = [base.replace(batch_size=args.batch_size, packed_batches=True,
+                                 packed_length=int(x))
+                    for x in args.packed_lengths.split(",") if x.strip()]
   started = datetime.datetime.now().astimezone()
   print(f"padding efficiency, {started:%Y-%m-%d %H:%M %Z}; {args.hparams_set} (max_length "
         f"{base.max_length}, min_length_bucket {base.min_length_bucket}, shuffle buffer "
@@ -263,7 +317,15 @@ def main(args):
         print(f"  batch_size {hp.batch_size} step {hp.length_bucket_step}: train "
               f"{r['train']['efficiency']:.1%} ({r['train_seconds']:.1f} s), eval "
               f"{r['eval']['efficiency']:.1%} ({r['eval_seconds']:.1f} s)", flush=True)
-      results[name] = dict(description=desc, data=info, configs=rows)
+      packed = []
+      for hp in packed_configs:
+        r = measure_packed(dataset, s_len, t_len, hp, args)
+        packed.append(r)
+        print(f"  batch_size {hp.batch_size} packed_length {hp.packed_length}: train "
+              f"{r['train']['efficiency']:.1%} (source {r['train']['efficiency_inputs']:.1%}, "
+              f"target {r['train']['efficiency_targets']:.1%}; {r['train_seconds']:.1f} s)",
+              flush=True)
+      results[name] = dict(description=desc, data=info, configs=rows, packed=packed)
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
 
@@ -274,9 +336,16 @@ def main(args):
   print("  joint / perside: analytic, both sides to the bucket of max(s, t) / each side to its "
         "own bucket; trn bat, rows, src real, tgt real, padded: train batches and per-batch means "
         "(padded = rows x length, per side); ev bat, pad rows: eval batches, all-pad rows")
+  if packed_configs:
+    print("  packed: L = packed_length (tokens per side of a row), kept = pairs with both sides "
+          "<= L; train / src / tgt: efficiency over both sides / inputs / targets of ~--epochs "
+          "of real tokens; bound: the best any packing reaches (the longer side's tokens fill "
+          "ceil(tokens / L) rows exactly); pairs/row: mean pairs in a row")
   for name in names:
     print_table(name, results[name]["description"], results[name]["data"],
                 results[name]["configs"])
+    if results[name]["packed"]:
+      print_packed(results[name]["packed"])
 
   if args.output_json:
     with open(args.output_json, "w") as f:

@@ -72,6 +72,8 @@ class HParams:
   min_length_bucket: int = 8  # Smallest length-bucket boundary.
   length_bucket_step: float = 1.1  # Ratio between consecutive bucket boundaries (> 1).
   shuffle_buffer_size: int = 10000  # Examples in the training shuffle buffer.
+  packed_batches: bool = False  # Training rows hold several pairs (t2t's packed problems), with segment ids and per-pair positions; off = length buckets.
+  packed_length: int = 0  # Tokens per side of a packed row; 0 means max_length (t2t packs to max_length, 256 by default).
 
   # --- Numerics and compilation ---
   dtype: str = "float32"  # Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (with dynamic loss scaling).
@@ -92,7 +94,7 @@ class HParams:
                  "max_position"):
       if getattr(self, name) < (0 if name.startswith("num_") and "layers" in name else 1):
         _fail(f"{name}={getattr(self, name)} must be positive")
-    for name in ("d_k", "d_v", "max_length", "learning_rate_warmup_steps",
+    for name in ("d_k", "d_v", "max_length", "packed_length", "learning_rate_warmup_steps",
                  "input_vocab_size", "target_vocab_size", "clip_grad_norm"):
       if getattr(self, name) < 0:
         _fail(f"{name}={getattr(self, name)} must be >= 0")
@@ -102,6 +104,8 @@ class HParams:
     if (self.d_k == 0 or self.d_v == 0) and self.d_model % self.num_heads:
       _fail(f"num_heads={self.num_heads} does not divide d_model={self.d_model}; "
             "set d_k and d_v explicitly")
+    if self.packed_batches and not (self.packed_length or self.max_length):
+      _fail("packed_batches needs a row length: set packed_length or max_length")
     if self.length_bucket_step <= 1.0:
       _fail(f"length_bucket_step={self.length_bucket_step} must be > 1")
     if self.learning_rate_schedule == "noam" and self.learning_rate_warmup_steps == 0:
@@ -121,6 +125,11 @@ class HParams:
   def value_dim(self) -> int:
     """d_v actually used: explicit, or d_model / h as in the paper."""
     return self.d_v or self.d_model // self.num_heads
+
+  @property
+  def packed_row_length(self) -> int:
+    """Tokens per side of a packed row: packed_length, or max_length when it is 0."""
+    return self.packed_length or self.max_length
 
   def tokens_per_update(self, devices: int) -> int:
     """Target tokens (at most) in one optimizer update on `devices` devices."""

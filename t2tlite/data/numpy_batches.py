@@ -45,6 +45,13 @@ class NumpyBatchesError(UserError):
   """Saved batches that are missing, damaged, or cut for other hparams; one line."""
 
 
+def _refuse_packed(hparams) -> None:
+  """Saved batches hold inputs and targets only, not the segment features of packed rows."""
+  if hparams.packed_batches:
+    raise NumpyBatchesError(f"{FLAG} saves bucketed batches only; train packed batches "
+                            "(packed_batches=true) from the problem's data instead")
+
+
 def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> dict:
   with files.atomic_write(path, "wb") as f:
     np.savez(f, **arrays)
@@ -60,6 +67,7 @@ def write(problem, data_dir: Optional[str], hparams, out_dir: str, steps: int, s
   Returns the manifest's path.
   """
   from t2tlite.training import input_pipeline, run_identity
+  _refuse_packed(hparams)
   if os.path.exists(os.path.join(out_dir, MANIFEST)):
     raise NumpyBatchesError(f"{FLAG}={out_dir} already holds saved batches; choose a new "
                             "directory (nothing is overwritten)")
@@ -160,6 +168,7 @@ class SavedBatches:
 
   def check_hparams(self, hparams) -> None:
     """The trainer's hparams must batch as these batches were cut."""
+    _refuse_packed(hparams)
     saved = self.manifest["hparams"]
     differ = [f"{k}: {saved[k]!r} there vs {getattr(hparams, k)!r} now" for k in BATCHING
               if saved[k] != getattr(hparams, k)]

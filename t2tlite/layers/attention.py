@@ -58,6 +58,38 @@ def segment_mask(query_segments, key_segments):
   return ops.equal(query_segments[:, None, :, None], key_segments[:, None, None, :])
 
 
+def packed_attention_masks(inputs_segmentation, targets_segmentation, targets_position):
+  """The three attention masks of a packed batch (several pairs per row).
+
+  Args:
+    inputs_segmentation: int [b, s], segment ids of the source tokens: 1, 2, ...
+      for the pairs of a row, 0 at padding (tensor2tensor's `inputs_segmentation`).
+    targets_segmentation: int [b, t], the same for the targets; pair k of a row
+      has segment id k on both sides.
+    targets_position: int [b, t], each target token's position within its pair.
+  Returns (bool, True = may attend):
+    encoder_self [b, 1, s, s]: a real source token attends to the real source
+      tokens of its own pair;
+    decoder_self [b, 1, t, t]: a target position attends to the positions of its
+      own pair up to itself (the look-ahead mask and the segment mask together);
+    encoder_decoder [b, 1, t, s]: a target position attends to the real source
+      tokens of its own pair.
+  Padding (segment 0) is never attended by a real token: it would only match
+  padded queries, whose outputs nothing reads.
+  """
+  source_real = ops.not_equal(inputs_segmentation, 0)[:, None, None, :]  # [b, 1, 1, s]
+  encoder_self = ops.logical_and(segment_mask(inputs_segmentation, inputs_segmentation),
+                                 source_real)
+  # Within a pair, key j comes no later than query i iff position_j <= position_i:
+  # the look-ahead mask without the row length, so it also builds on symbolic shapes.
+  not_after = ops.less_equal(targets_position[:, None, None, :], targets_position[:, None, :, None])
+  decoder_self = ops.logical_and(segment_mask(targets_segmentation, targets_segmentation),
+                                 not_after)
+  encoder_decoder = ops.logical_and(segment_mask(targets_segmentation, inputs_segmentation),
+                                    source_real)
+  return encoder_self, decoder_self, encoder_decoder
+
+
 def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0, seed=None,
                                  causal=False, segment_ids=None):
   """softmax(Q K^T / sqrt(d_k)) V over allowed positions, with the softmax in float32.

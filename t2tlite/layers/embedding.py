@@ -80,6 +80,13 @@ def sinusoid_encoding(positions, d_model):
   return ops.reshape(interleaved, (ops.shape(position)[0], -1))[:, :d_model]
 
 
+def _sinusoid_per_row(positions, d_model):
+  """int [b, t] positions (each row its own) -> [b, t, d_model] float32."""
+  shape = ops.shape(positions)
+  table = sinusoid_encoding(ops.reshape(positions, (-1,)), d_model)  # [b * t, d]
+  return ops.reshape(table, (shape[0], shape[1], d_model))
+
+
 def _positions(inputs, start_index):
   """start_index + [0, 1, ..., length - 1]; static-length range, so XLA compiles it."""
   length = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
@@ -87,9 +94,16 @@ def _positions(inputs, start_index):
 
 
 class SinusoidalPositionEncoding(keras.layers.Layer):
-  """x [b, t, d] -> x + PE[start_index : start_index + t]."""
+  """x [b, t, d] -> x + PE[start_index : start_index + t], or x + PE[positions].
 
-  def call(self, inputs, start_index=0):
+  `positions` (int [b, t], or None): each token's own position, for packed
+  rows where positions restart at 0 with every pair (tensor2tensor's
+  `add_timing_signal_1d_given_position`); it replaces `start_index`.
+  """
+
+  def call(self, inputs, start_index=0, positions=None):
+    if positions is not None:
+      return inputs + ops.cast(_sinusoid_per_row(positions, inputs.shape[-1]), inputs.dtype)
     table = sinusoid_encoding(_positions(inputs, start_index), inputs.shape[-1])
     return inputs + ops.expand_dims(ops.cast(table, inputs.dtype), 0)
 
@@ -98,7 +112,11 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
 
 class LearnedPositionEmbedding(keras.layers.Layer):
-  """x [b, t, d] -> x + P[start_index : start_index + t] with a trained table (row E)."""
+  """x [b, t, d] -> x + P[start_index : start_index + t] with a trained table (row E).
+
+  `positions` (int [b, t], or None): per-token rows of P (packed rows), in
+  place of `start_index`; they must be < max_position.
+  """
 
   def __init__(self, max_position, **kwargs):
     super().__init__(**kwargs)
@@ -109,7 +127,9 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         name="positions", shape=(self.max_position, input_shape[-1]),
         initializer=keras.initializers.RandomNormal(stddev=input_shape[-1] ** -0.5))
 
-  def call(self, inputs, start_index=0):
+  def call(self, inputs, start_index=0, positions=None):
+    if positions is not None:  # [b, t] -> [b, t, d]
+      return inputs + ops.take(ops.cast(self.positions, inputs.dtype), positions, axis=0)
     positions = _positions(inputs, start_index)
     length = inputs.shape[1]
     if isinstance(start_index, int) and length is not None and start_index + length > self.max_position:

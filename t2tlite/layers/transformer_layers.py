@@ -113,7 +113,11 @@ class EncoderLayer(_SubLayerWrapper):
     self.ffn_norm, self.ffn_dropout_layer = self._norm_and_dropout("feed_forward", input_shape)
 
   def call(self, x, padding_mask=None, training=None):
-    """x [b, s, d_model]; padding_mask [b, 1, 1, s] bool (False at pads) -> [b, s, d_model]."""
+    """x [b, s, d_model]; padding_mask [b, 1, 1, s] bool (False at pads) -> [b, s, d_model].
+
+    A packed batch passes its [b, 1, s, s] self-attention mask (padding and
+    segments, `attention.packed_attention_masks`) as `padding_mask`.
+    """
     x = self._residual(
         x, self.attention_norm, self.attention_dropout_layer,
         lambda y: self.self_attention(y, attention_mask=padding_mask, training=training),
@@ -162,11 +166,17 @@ class DecoderLayer(_SubLayerWrapper):
     self.feed_forward = self._feed_forward(input_shape)
     self.ffn_norm, self.ffn_dropout_layer = self._norm_and_dropout("feed_forward", input_shape)
 
-  def call(self, x, memory, memory_mask=None, training=None):
-    """x [b, t, d_model], memory [b, s, d_model], memory_mask [b, 1, 1, s] bool -> [b, t, d_model]."""
+  def call(self, x, memory, memory_mask=None, self_attention_mask=None, training=None):
+    """x [b, t, d_model], memory [b, s, d_model], memory_mask [b, 1, 1, s] bool -> [b, t, d_model].
+
+    Packed batches: `memory_mask` is the [b, 1, t, s] encoder-decoder mask and
+    `self_attention_mask` the [b, 1, t, t] segment mask (the look-ahead mask
+    is applied either way); see `attention.packed_attention_masks`.
+    """
     x = self._residual(
         x, self.self_norm, self.self_dropout_layer,
-        lambda y: self.self_attention(y, causal=True, training=training), training)
+        lambda y: self.self_attention(y, attention_mask=self_attention_mask, causal=True,
+                                      training=training), training)
     x = self._residual(
         x, self.cross_norm, self.cross_dropout_layer,
         lambda y: self.cross_attention(y, memory, attention_mask=memory_mask, training=training),

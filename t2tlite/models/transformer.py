@@ -3,7 +3,10 @@
 `Transformer` is a functional `keras.Model` subclass (the KerasHub backbone
 pattern): its graph maps {"inputs": [b, s], "targets": [b, t]} int32 ids to
 float32 logits [b, t, vocab] under teacher forcing, with targets shifted right
-inside the graph (id 0 starts every target, as in tensor2tensor). The same
+inside the graph (id 0 starts every target, as in tensor2tensor). With
+`hparams.packed_batches` the graph also takes PACKED_FEATURES (segment ids and
+per-pair positions of rows holding several pairs, t2tlite/data/packing.py):
+attention stays within a pair and positions restart with each pair. The same
 layers also serve incremental decoding through `encode`, `initial_decode_state`
 and `decode_step`, which beam search calls one position at a time.
 
@@ -21,7 +24,7 @@ from keras import ops
 
 from t2tlite.constants import PAD_ID
 from t2tlite.hparams_record import HParams, HParamsError
-from t2tlite.layers.attention import padding_mask
+from t2tlite.layers.attention import packed_attention_masks, padding_mask
 from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
 from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
@@ -42,6 +45,21 @@ class AttentionWeights(NamedTuple):
 def shift_right(targets):
   """[b, t] -> [b, t]: prepend PAD_ID (the start symbol), drop the last position."""
   return ops.pad(targets, [[0, 0], [1, 0]], constant_values=PAD_ID)[:, :-1]
+
+
+# The features of a packed batch besides "inputs" and "targets" (tensor2tensor's names).
+PACKED_FEATURES = ("inputs_segmentation", "inputs_position",
+                   "targets_segmentation", "targets_position")
+
+
+def shift_right_packed(targets, targets_position):
+  """[b, t] -> [b, t]: shifted right per pair; each pair's first position reads PAD_ID.
+
+  tensor2tensor shifts a packed row as one sequence, so a pair's first
+  decoder input is the previous pair's EOS; here it is the start symbol, as
+  when the pair is alone in its row, so packing changes no pair's loss.
+  """
+  return ops.where(ops.equal(targets_position, 0), PAD_ID, shift_right(targets))
 
 
 @register_model("transformer")
@@ -100,18 +118,33 @@ class Transformer(keras.Model):
     # --- Functional graph (teacher forcing) ---
     inputs = keras.Input(shape=(None,), dtype="int32", name="inputs")
     targets = keras.Input(shape=(None,), dtype="int32", name="targets")
-    memory_mask = padding_mask(inputs, PAD_ID)  # [b, 1, 1, s] bool
-    x = source_dropout(source_position(source_embedding(inputs)))
+    features = {"inputs": inputs, "targets": targets}
+    if hp.packed_batches:  # Several pairs per row: segment ids and per-pair positions.
+      features.update({name: keras.Input(shape=(None,), dtype="int32", name=name)
+                       for name in PACKED_FEATURES})
+      encoder_mask, decoder_mask, memory_mask = packed_attention_masks(
+          features["inputs_segmentation"], features["targets_segmentation"],
+          features["targets_position"])
+      source_positions = features["inputs_position"]
+      target_positions = features["targets_position"]
+      decoder_inputs = shift_right_packed(targets, target_positions)
+    else:
+      memory_mask = padding_mask(inputs, PAD_ID)  # [b, 1, 1, s] bool
+      encoder_mask, decoder_mask = memory_mask, None
+      source_positions = target_positions = None
+      decoder_inputs = shift_right(targets)
+    x = source_dropout(source_position(source_embedding(inputs), positions=source_positions))
     for layer in encoder_layers:
-      x = layer(x, padding_mask=memory_mask)
+      x = layer(x, padding_mask=encoder_mask)
     memory = encoder_norm(x) if prenorm else x
-    y = target_dropout(target_position(target_embedding(shift_right(targets))))
+    y = target_dropout(target_position(target_embedding(decoder_inputs),
+                                       positions=target_positions))
     for layer in decoder_layers:
-      y = layer(y, memory, memory_mask=memory_mask)
+      y = layer(y, memory, memory_mask=memory_mask, self_attention_mask=decoder_mask)
     if prenorm:
       y = decoder_norm(y)
     logits = softmax(y)
-    super().__init__(inputs={"inputs": inputs, "targets": targets}, outputs=logits, **kwargs)
+    super().__init__(inputs=features, outputs=logits, **kwargs)
 
     self.hparams = hp
     self.source_embedding = source_embedding

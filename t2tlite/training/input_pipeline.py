@@ -15,12 +15,26 @@ equal per-replica parts (and the train step into micro-batches).
 
 Examples are dicts {"inputs": int32 [s], "targets": int32 [t]} with EOS
 already appended by the problem.
+
+With `hparams.packed_batches` the training stream is packed instead
+(t2tlite/data/packing.py): windows of the shuffled stream are packed
+first-fit into rows of `hparams.packed_row_length` tokens per side, and a
+batch is batch_size // that length rows, one static shape for the whole run.
+Evaluation stays bucketed, each row one pair (`single_segments`), so its
+numbers are the unpacked ones.
 """
 
 import bisect
 from typing import List
 
 import tensorflow as tf
+
+from t2tlite.constants import PAD_ID
+from t2tlite.data import packing
+
+# Pairs packed together: rows are filled first-fit within a window of this many pairs of the
+# shuffled stream (only the window's last rows can be left part-empty).
+PACK_WINDOW = 4096
 
 
 def bucket_boundaries(max_length: int, min_length: int = 8, step: float = 1.1) -> List[int]:
@@ -98,28 +112,82 @@ def bucket_of(length: int, boundaries: List[int]) -> int:
   return min(bisect.bisect_left(boundaries, length), len(boundaries) - 1)
 
 
+def pack_dataset(dataset, length: int, window: int = PACK_WINDOW, seed=None):
+  """Examples (each side <= `length`) -> packed rows {packing.FEATURES: int32 [length]}.
+
+  Each window of `window` consecutive examples is packed first-fit decreasing
+  (packing.pack_padded); the rows are then shuffled (a buffer of `window`
+  rows, `seed`), so a batch does not gather the rows a window opened first
+  (its longest pairs) or last (its shortest).
+  """
+  def pack(batch):
+    arrays = tf.numpy_function(lambda s, t: packing.pack_padded(s, t, length),
+                               [batch["inputs"], batch["targets"]],
+                               [tf.int32] * len(packing.FEATURES), stateful=False)
+    for array in arrays:
+      array.set_shape([None, length])
+    return dict(zip(packing.FEATURES, arrays))
+
+  padded = dataset.padded_batch(window, padded_shapes={"inputs": [length], "targets": [length]})
+  return padded.map(pack).unbatch().shuffle(window, seed=seed)
+
+
+def single_segments(batch):
+  """An unpacked batch with the features of a packed one, each row holding one pair.
+
+  {"inputs": [n, L], "targets": [n, L]} -> also segment ids (1 on real tokens, 0 on
+  padding) and positions (0, 1, ... ; 0 on padding), what a packed model reads.
+  """
+  out = dict(batch)
+  for side in ("inputs", "targets"):
+    real = tf.cast(tf.not_equal(batch[side], PAD_ID), tf.int32)
+    out[f"{side}_segmentation"] = real
+    out[f"{side}_position"] = real * tf.range(tf.shape(batch[side])[1])[None]
+  return out
+
+
+def packed_filter_length(hparams) -> int:
+  """The longest side a packed stream keeps: the row length, and max_length if smaller."""
+  lengths = [x for x in (hparams.max_length, hparams.packed_row_length) if x]
+  return min(lengths)
+
+
 def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
   """Infinite, shuffled, filtered stream of global batches for `replicas` devices.
 
   Each batch holds replicas x accumulate_steps x (batch_size // L) rows of one
-  bucket of length L.
+  bucket of length L; packed (hparams.packed_batches), of L = packed_row_length.
   """
+  rows_multiple = replicas * hparams.accumulate_steps
+  if hparams.packed_batches:
+    length = hparams.packed_row_length
+    dataset = filter_max_length(dataset, packed_filter_length(hparams))
+    dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
+    rows = max(1, hparams.batch_size // length) * rows_multiple
+    return pack_dataset(dataset, length, seed=seed).batch(rows, drop_remainder=True).prefetch(2)
   max_length = hparams.max_length or _longest(dataset)
   dataset = filter_max_length(dataset, max_length)
   dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
-  return batch_by_length(dataset, hparams, max_length,
-                         rows_multiple=replicas * hparams.accumulate_steps).prefetch(2)
+  return batch_by_length(dataset, hparams, max_length, rows_multiple=rows_multiple).prefetch(2)
 
 
 def evaluation_dataset(dataset, hparams, replicas: int = 1):
-  """One pass over every example (none filtered), token-batched with static shapes."""
+  """One pass over every example (none filtered), token-batched with static shapes.
+
+  Never packed; for a packed model each row is given the features of one pair.
+  """
   max_length = max(hparams.max_length, _longest(dataset))
-  return batch_by_length(dataset, hparams, max_length, pad_batch=True,
-                         rows_multiple=replicas).prefetch(2)
+  batches = batch_by_length(dataset, hparams, max_length, pad_batch=True,
+                            rows_multiple=replicas)
+  if hparams.packed_batches:
+    batches = batches.map(single_segments)
+  return batches.prefetch(2)
 
 
 def num_buckets(dataset, hparams) -> int:
   """Bucket shapes the training stream can produce: the bound on XLA compilations."""
+  if hparams.packed_batches:
+    return 1
   max_length = hparams.max_length or _longest(dataset)
   return len(bucket_boundaries(max_length, hparams.min_length_bucket,
                                hparams.length_bucket_step))
