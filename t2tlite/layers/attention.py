@@ -58,7 +58,7 @@ def segment_mask(query_segments, key_segments):
   return ops.equal(query_segments[:, None, :, None], key_segments[:, None, None, :])
 
 
-def packed_attention_masks(inputs_segmentation, targets_segmentation, targets_position):
+def packed_attention_masks(inputs_segmentation, targets_segmentation):
   """The three attention masks of a packed batch (several pairs per row).
 
   Args:
@@ -66,7 +66,6 @@ def packed_attention_masks(inputs_segmentation, targets_segmentation, targets_po
       for the pairs of a row, 0 at padding (tensor2tensor's `inputs_segmentation`).
     targets_segmentation: int [b, t], the same for the targets; pair k of a row
       has segment id k on both sides.
-    targets_position: int [b, t], each target token's position within its pair.
   Returns (bool, True = may attend):
     encoder_self [b, 1, s, s]: a real source token attends to the real source
       tokens of its own pair;
@@ -80,9 +79,10 @@ def packed_attention_masks(inputs_segmentation, targets_segmentation, targets_po
   source_real = ops.not_equal(inputs_segmentation, 0)[:, None, None, :]  # [b, 1, 1, s]
   encoder_self = ops.logical_and(segment_mask(inputs_segmentation, inputs_segmentation),
                                  source_real)
-  # Within a pair, key j comes no later than query i iff position_j <= position_i:
-  # the look-ahead mask without the row length, so it also builds on symbolic shapes.
-  not_after = ops.less_equal(targets_position[:, None, None, :], targets_position[:, None, :, None])
+  # The look-ahead mask from a running index, not ops.arange(length): the functional
+  # graph's length is unknown (None) when this is built.
+  index = ops.cumsum(ops.ones_like(targets_segmentation), axis=1)  # [b, t]: 1, 2, ...
+  not_after = ops.less_equal(index[:, None, None, :], index[:, None, :, None])
   decoder_self = ops.logical_and(segment_mask(targets_segmentation, targets_segmentation),
                                  not_after)
   encoder_decoder = ops.logical_and(segment_mask(targets_segmentation, inputs_segmentation),

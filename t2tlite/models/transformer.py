@@ -123,8 +123,7 @@ class Transformer(keras.Model):
       features.update({name: keras.Input(shape=(None,), dtype="int32", name=name)
                        for name in PACKED_FEATURES})
       encoder_mask, decoder_mask, memory_mask = packed_attention_masks(
-          features["inputs_segmentation"], features["targets_segmentation"],
-          features["targets_position"])
+          features["inputs_segmentation"], features["targets_segmentation"])
       source_positions = features["inputs_position"]
       target_positions = features["targets_position"]
       decoder_inputs = shift_right_packed(targets, target_positions)
