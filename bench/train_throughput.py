@@ -32,6 +32,20 @@ only: tgt_tok/s = batch * tgt_len / step time, where the step time of one measur
 median wall-clock time of --steps timed steps after --warmup untimed steps (the first warm-up
 step includes tracing and XLA compilation; each step ends with a host sync on the loss).
 
+Real batches, packed vs bucketed (shapes "multi30k" and "multi30k_packed", ours only): the
+hparams sets transformer_multi30k and transformer_multi30k_packed (vocab 8000), trained on the
+batches t2t-trainer would draw from Multi30k train en-de (../shared/data/multi30k, read in place;
+an 8000-piece BPE vocabulary learned on it once per invocation, both sides, as
+bench/padding_efficiency.py does): `input_pipeline.training_dataset` with seed 1, length
+buckets for the first, packed rows (16 x 128 tokens per side) for the second, both about 2048
+padded tokens per side per batch. The step is the same train step; the batches differ in shape
+(buckets) and so in cost. Reported: real (non-pad) target tokens per second = the real target
+tokens of the --steps timed batches over their summed step times, after --warmup batches (the
+bucketed stream traces twice without XLA, then runs shape-relaxed; use --xla false, the trainer's
+CPU default: with XLA a bucketed stream compiles once per bucket shape, 42 of them, inside the
+timed steps). The two shapes are interleaved within each round; the table adds their per-round
+ratio. The row's padding efficiency (real / all target positions) is reported too.
+
 Every measurement is a fresh subprocess (its own TF/torch runtime and thread pool). The machine's
 speed drifts (up to 2x over minutes), so the systems are interleaved: for each of --rounds rounds
 and each shape, run ours[, ours with the other --xla if --compare_xla][, --ours_variants],
@@ -45,6 +59,8 @@ Usage:
   python bench/train_throughput.py --shapes base,tiny
   python bench/train_throughput.py --shapes base --dtype mixed_bfloat16 --compare_xla
   python bench/train_throughput.py --shapes base --tfm_python $T2TLITE_TFM_PYTHON
+  python bench/train_throughput.py --shapes multi30k,multi30k_packed --xla false \
+      --torch_python '' --rounds 3                                # packed vs bucketed, real text
   python bench/train_throughput.py --shapes base --torch_python '' --xla false \
       --ours_variants float32:false:2,mixed_bfloat16:false,mixed_bfloat16:false:2
 Prints a table; --output_json writes every raw step time, the machine and the flags.
@@ -69,7 +85,11 @@ TFM_PEER_DEFAULT = shared_path("peers", "peerB_tfm.py")
 SHAPES = {  # name -> (hparams set, default vocab, default warmup, default timed steps)
     "base": ("transformer_base", 37000, 2, 4),
     "tiny": ("transformer_tiny", 8000, 3, 15),
+    "multi30k": ("transformer_multi30k", 8000, 3, 40),
+    "multi30k_packed": ("transformer_multi30k_packed", 8000, 3, 40),
 }
+REAL_DATA = ("multi30k", "multi30k_packed")  # Shapes trained on real Multi30k batches.
+MULTI30K = shared_path("data", "multi30k")
 
 
 def parse_args(argv=None):
@@ -122,6 +142,12 @@ def parse_args(argv=None):
   # Worker mode (internal): one measurement of ours in this process, one JSON line on stdout.
   p.add_argument("--worker", default="", choices=["", "ours"], help=argparse.SUPPRESS)
   p.add_argument("--shape", default="base", help=argparse.SUPPRESS)
+  p.add_argument("--vocab_model", default="", help=argparse.SUPPRESS)
+  p.add_argument("--packed_length", type=int, default=0,
+                 help="multi30k_packed: rows of this many tokens per side (0 = the set's 128; "
+                      "rows per batch follow, batch_size // packed_length)")
+  p.add_argument("--multi30k_dir", default=MULTI30K,
+                 help="Multi30k files for the multi30k shapes (train.en.gz, train.de.gz)")
   return p.parse_args(argv)
 
 
@@ -132,7 +158,7 @@ def steps_for(args, shape):
 
 
 def vocab_for(args, shape):
-  return {"base": args.base_vocab, "tiny": args.tiny_vocab}[shape]
+  return {"base": args.base_vocab}.get(shape, args.tiny_vocab)
 
 
 def hparams_for(args, shape, xla=None, dtype=None):
@@ -141,6 +167,8 @@ def hparams_for(args, shape, xla=None, dtype=None):
   hp = registry.hparams(SHAPES[shape][0]).replace(input_vocab_size=V, target_vocab_size=V)
   xla = args.xla if xla is None else xla
   dtype = dtype or args.dtype
+  if shape == "multi30k_packed" and args.packed_length:
+    hp = hp.replace(packed_length=args.packed_length)
   return hp.override(f"xla={'true' if xla else 'false'},dtype={dtype},"
                      f"accumulate_steps={args.accumulate}")
 
@@ -175,6 +203,8 @@ def run_ours(args):
     opt = make_optimizer(hp)
     opt.build(model.trainable_variables)
   step = make_train_step(model, opt, hp, strategy)
+  if args.shape in REAL_DATA:
+    return run_real_batches(args, hp, model, step, warmup, steps)
   rng = np.random.default_rng(1)
   batch = {"inputs": tf.constant(rng.integers(2, V, (B, S)), tf.int32),
            "targets": tf.constant(rng.integers(2, V, (B, T)), tf.int32)}
@@ -200,6 +230,67 @@ def run_ours(args):
               batch=B, src_len=S, tgt_len=T, warmup=warmup, warmup_step_times_s=warm_times,
               step_times_s=times, median_step_s=med, tgt_tok_per_s=B * T / med,
               achieved_gflops=fl / med / 1e9, first_loss=losses[0], last_loss=losses[-1])
+
+
+def multi30k_dataset(args):
+  """Multi30k train en-de as examples {"inputs", "targets"} (ids + EOS) under --vocab_model."""
+  import sentencepiece as spm
+  from t2tlite.data import parallel_text, records
+  pairs = list(parallel_text.drop_empty(parallel_text.read_parallel(
+      os.path.join(args.multi30k_dir, "train.en.gz"),
+      os.path.join(args.multi30k_dir, "train.de.gz")), parallel_text.LineStats()))
+  sp = spm.SentencePieceProcessor(model_file=args.vocab_model)
+  sources, targets = sp.encode([p[0] for p in pairs]), sp.encode([p[1] for p in pairs])
+  return records.in_memory_dataset([{"inputs": s + [1], "targets": t + [1]}
+                                    for s, t in zip(sources, targets)])
+
+
+def run_real_batches(args, hp, model, step, warmup, steps):
+  """Times `step` on the trainer's own Multi30k batches; real target tokens per second."""
+  import numpy as np
+  import tensorflow as tf
+  import keras
+  from t2tlite.training import input_pipeline
+  batches = input_pipeline.training_dataset(multi30k_dataset(args), hp, seed=1)
+  times, real, padded, flops, shapes, losses = [], 0, 0, 0.0, set(), []
+  for i, batch in enumerate(batches.take(warmup + steps)):
+    t0 = time.perf_counter()
+    metrics = step(batch)
+    loss = float(metrics["loss"]) / float(metrics["tokens"])  # host sync
+    dt = time.perf_counter() - t0
+    losses.append(loss)
+    rows, length = batch["targets"].shape
+    print(f"[ours] step {i} {dt:.3f}s {rows}x{length} loss {loss:.3f}", file=sys.stderr,
+          flush=True)
+    if i < warmup:
+      continue
+    times.append(dt)
+    real += int(np.count_nonzero(batch["targets"].numpy()))
+    padded += rows * length
+    shapes.add(f"{rows}x{length}")
+    flops += train_flops_per_step(rows, batch["inputs"].shape[1], length, hp.d_model, hp.d_ff,
+                                  hp.num_encoder_layers, hp.num_decoder_layers,
+                                  hp.target_vocab_size)
+  total = sum(times)
+  return dict(system="t2tlite", tf=tf.__version__, keras=keras.__version__,
+              hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, xla=hp.xla,
+              packed_batches=hp.packed_batches, packed_length=hp.packed_length,
+              batch_size=hp.batch_size, warmup=warmup, step_times_s=times,
+              median_step_s=statistics.median(times), tgt_tok_per_s=real / total,
+              real_target_tokens=real, target_efficiency=real / padded,
+              batch_shapes=sorted(shapes), achieved_gflops=flops / total / 1e9,
+              first_loss=losses[0], last_loss=losses[-1])
+
+
+def learn_multi30k_vocabulary(args, directory):
+  """The 8000-piece BPE of the multi30k shapes, learned once on Multi30k train (both sides)."""
+  from t2tlite.data import parallel_text, subword
+  pairs = parallel_text.drop_empty(parallel_text.read_parallel(
+      os.path.join(args.multi30k_dir, "train.en.gz"),
+      os.path.join(args.multi30k_dir, "train.de.gz")), parallel_text.LineStats())
+  lines = [line for pair in pairs for line in pair]
+  return subword.train_vocabulary(lines, os.path.join(directory, "multi30k.model"),
+                                  args.tiny_vocab, vocab_type="bpe").model_path
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,6 +345,9 @@ def systems_for(args, shape):
             "--tgt_len", str(args.tgt_len), "--warmup", str(warmup), "--steps", str(steps)]
   me = [sys.executable, os.path.abspath(__file__), "--worker=ours", f"--shape={shape}",
         f"--base_vocab={args.base_vocab}", f"--tiny_vocab={args.tiny_vocab}"] + common
+  if shape in REAL_DATA:
+    me += [f"--vocab_model={args.vocab_model}", f"--multi30k_dir={args.multi30k_dir}",
+           f"--packed_length={args.packed_length}"]
   out = []
   for i, (dtype, xla, devices, accumulate) in enumerate(ours_variants(args)):
     label = (f"t2tlite {dtype} xla={'on' if xla else 'off'}" +
@@ -262,6 +356,8 @@ def systems_for(args, shape):
     out.append((variant_key(i, (dtype, xla, devices, accumulate)), label, me + [
         f"--dtype={dtype}", f"--xla={xla}", f"--devices={devices}",
         f"--accumulate={accumulate}"]))
+  if shape in REAL_DATA:  # Ours only: the peers train on random ids.
+    return out
   amps = [x for x in args.torch_amp.split(",") if x] if args.torch_python else []
   for i, amp in enumerate(amps):
     out.append(("torch" if i == 0 else f"torch_{amp}", f"torch.nn.Transformer amp={amp}", [
@@ -291,6 +387,11 @@ def main(args):
   for s in shapes:
     if s not in SHAPES:
       sys.exit(f"unknown shape {s!r}; choose from {sorted(SHAPES)}")
+  scratch = None
+  if any(s in REAL_DATA for s in shapes) and not args.vocab_model:
+    import tempfile
+    scratch = tempfile.mkdtemp(prefix="train_throughput_")
+    args.vocab_model = learn_multi30k_vocabulary(args, scratch)
   plan = {s: systems_for(args, s) for s in shapes}
   started = datetime.datetime.now().astimezone()
   print(f"train throughput, {started:%Y-%m-%d %H:%M %Z}; machine: {machine_info()}")
@@ -302,6 +403,9 @@ def main(args):
       for key, label, cmd in plan[s]:
         raw[s][key].append(run_subprocess(label, cmd, args))
 
+  if scratch:
+    import shutil
+    shutil.rmtree(scratch, ignore_errors=True)
   summary = {}
   for s in shapes:
     tok = {k: [m.get("tgt_tok_per_s") for m in v] for k, v in raw[s].items()}
@@ -337,6 +441,19 @@ def main(args):
       med = rt["median"]
       pr = ", ".join("-" if x is None else f"{x:.3f}" for x in rt["per_round"])
       print(f"  ratio {k:34s} {'-' if med is None else f'{med:.3f}':>10s}   [{pr}]")
+
+  if "multi30k" in shapes and "multi30k_packed" in shapes:
+    tok = {s: [m.get("tgt_tok_per_s") for m in raw[s]["ours"]] for s in REAL_DATA}
+    eff = {s: [m.get("target_efficiency") for m in raw[s]["ours"]] for s in REAL_DATA}
+    per_round = [x / y if (x and y) else None for x, y in zip(tok["multi30k_packed"],
+                                                              tok["multi30k"])]
+    summary["packed_over_bucketed"] = dict(per_round=per_round, median=median_or_none(per_round))
+    med = median_or_none(per_round)
+    print(f"\n  real target tok/s, packed / bucketed: {'-' if med is None else f'{med:.3f}'}   "
+          f"[{', '.join('-' if x is None else f'{x:.3f}' for x in per_round)}]; target padding "
+          f"efficiency (real / all target positions of the timed batches) bucketed "
+          f"{median_or_none(eff['multi30k']) or 0:.3f}, packed "
+          f"{median_or_none(eff['multi30k_packed']) or 0:.3f}")
 
   if args.output_json:
     flags = {k: v for k, v in vars(args).items() if k not in ("worker", "shape")}
