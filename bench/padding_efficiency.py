@@ -201,7 +201,7 @@ def measure_config(dataset, s_len, t_len, hp, args):
 def measure_packed(dataset, s_len, t_len, hp, args):
   """The packed training stream: ~--epochs of the kept pairs' tokens, in rows of packed_length."""
   from t2tlite.training import input_pipeline
-  kept = np.maximum(s_len, t_len) <= input_pipeline.packed_filter_length(hp)
+  kept = np.maximum(s_len, t_len) <= hp.longest_training_side
   real = int(s_len[kept].sum() + t_len[kept].sum())
   t0 = time.perf_counter()
   batches = input_pipeline.training_dataset(dataset, hp, seed=args.seed).as_numpy_iterator()

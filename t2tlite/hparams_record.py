@@ -131,6 +131,16 @@ class HParams:
     """Tokens per side of a packed row: packed_length, or max_length when it is 0."""
     return self.packed_length or self.max_length
 
+  @property
+  def longest_training_side(self) -> int:
+    """The longest side (EOS included) a training pair may have; 0 = no limit.
+
+    max_length, and with packed_batches also the row length: a pair must fit in a row.
+    """
+    if not self.packed_batches:
+      return self.max_length
+    return min(x for x in (self.max_length, self.packed_row_length) if x)
+
   def tokens_per_update(self, devices: int) -> int:
     """Target tokens (at most) in one optimizer update on `devices` devices."""
     return self.batch_size * devices * self.accumulate_steps

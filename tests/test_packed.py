@@ -118,6 +118,48 @@ def test_one_pair_per_row_features_leave_the_loss_unchanged(twin_models):
                              losses_and_gradients(plain, batch)[0][real], rtol=1e-5, atol=1e-5)
 
 
+JAX_CHECK = """
+import numpy as np, keras
+from t2tlite.data import packing
+from t2tlite.models.transformer import Transformer
+from t2tlite.training import losses
+from tests.helpers import tiny_hparams
+assert keras.config.backend() == "jax"
+keras.utils.set_random_seed(0)
+hp = tiny_hparams(dropout=0.0, packed_length=16)
+plain, packed_model = Transformer(hp), Transformer(hp.replace(packed_batches=True))
+packed_model.set_weights(plain.get_weights())
+rng = np.random.default_rng(0)
+side = lambda: list(rng.integers(2, 20, rng.integers(1, 7))) + [1]
+sources, targets = [side() for _ in range(8)], [side() for _ in range(8)]
+packed = packing.pack(sources, targets, 16)
+def rows(x):
+  out = np.zeros((len(x), 16), np.int32)
+  for i, ids in enumerate(x):
+    out[i, :len(ids)] = ids
+  return out
+a = losses.token_loss_sums(packed_model(packed), packed["targets"], 0.1)
+b = losses.token_loss_sums(plain({"inputs": rows(sources), "targets": rows(targets)}),
+                           rows(targets), 0.1)
+print(len(packed["targets"]), float(a.loss), float(b.loss), float(a.tokens), float(b.tokens))
+"""
+
+
+def test_packed_loss_equals_unpacked_under_jax():
+  """The JAX training path runs the same keras.ops graph: same loss sum, packed or not."""
+  import subprocess
+  import sys
+  from tests.helpers import REPO
+  proc = subprocess.run([sys.executable, "-c", JAX_CHECK], capture_output=True, text=True,
+                        cwd=REPO, timeout=300,
+                        env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3"))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  rows, packed_loss, plain_loss, packed_tokens, plain_tokens = map(
+      float, proc.stdout.split()[-5:])
+  assert rows < 8 and packed_tokens == plain_tokens
+  assert packed_loss == pytest.approx(plain_loss, rel=1e-5)
+
+
 # --- (2) The masks against loops ---
 def brute_force_masks(src_seg, tgt_seg):
   b, s = src_seg.shape
@@ -306,3 +348,15 @@ def test_trainer_trains_packed_then_decodes(tmp_path):
       f"--decode_from_file={sources}", f"--decode_to_file={decoded}",
       "--decode_hparams=beam_size=1,extra_length=5")
   assert len(open(decoded).read().splitlines()) == 2
+
+
+def test_row_length_and_the_longest_pair_a_packed_stream_keeps():
+  from t2tlite.hparams_record import HParamsError
+  hp = tiny_hparams(max_length=256)
+  assert hp.longest_training_side == 256 and not hp.packed_batches  # Off by default.
+  assert hp.replace(packed_batches=True).packed_row_length == 256  # t2t: rows of max_length.
+  assert hp.replace(packed_batches=True, packed_length=64).longest_training_side == 64
+  assert hp.replace(packed_batches=True, packed_length=512).longest_training_side == 256
+  assert hp.replace(max_length=0, packed_batches=True, packed_length=32).longest_training_side == 32
+  with pytest.raises(HParamsError, match="packed_batches needs a row length"):
+    hp.replace(max_length=0, packed_batches=True)

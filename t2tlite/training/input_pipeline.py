@@ -146,12 +146,6 @@ def single_segments(batch):
   return out
 
 
-def packed_filter_length(hparams) -> int:
-  """The longest side a packed stream keeps: the row length, and max_length if smaller."""
-  lengths = [x for x in (hparams.max_length, hparams.packed_row_length) if x]
-  return min(lengths)
-
-
 def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
   """Infinite, shuffled, filtered stream of global batches for `replicas` devices.
 
@@ -161,7 +155,7 @@ def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
   rows_multiple = replicas * hparams.accumulate_steps
   if hparams.packed_batches:
     length = hparams.packed_row_length
-    dataset = filter_max_length(dataset, packed_filter_length(hparams))
+    dataset = filter_max_length(dataset, hparams.longest_training_side)
     dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
     rows = max(1, hparams.batch_size // length) * rows_multiple
     return pack_dataset(dataset, length, seed=seed).batch(rows, drop_remainder=True).prefetch(2)

@@ -102,10 +102,12 @@ class Trainer:
       self.model = registry.model(model_name)(self.hparams)
       self.optimizer = make_optimizer(self.hparams)
       self.optimizer.build(self.model.trainable_variables)
-    dropped = problem.count_longer_than(data_dir, "train", self.hparams.max_length)
+    longest = self.hparams.longest_training_side
+    dropped = problem.count_longer_than(data_dir, "train", longest)
     if dropped:
-      logging.info("max_length=%d drops %d training pairs with a longer side (EOS included)",
-                   self.hparams.max_length, dropped)
+      logging.info("%s=%d drops %d training pairs with a longer side (EOS included)",
+                   "packed rows of" if longest != self.hparams.max_length else "max_length",
+                   longest, dropped)
     if self.saved_batches is not None:
       self.num_buckets = self.saved_batches.num_buckets
       self.train_iterator = numpy_batches.BatchStream(self.saved_batches)
