@@ -160,6 +160,29 @@ def test_packed_loss_equals_unpacked_under_jax():
   assert packed_loss == pytest.approx(plain_loss, rel=1e-5)
 
 
+def test_sequence_counts_of_a_packed_batch_are_per_pair():
+  """Sequence accuracy counts pairs, not rows: checked against a loop over the pairs."""
+  from t2tlite.data import packing
+  from t2tlite.training import losses
+  rng = np.random.default_rng(6)
+  sources, targets = random_pairs(rng, 30)
+  packed = packing.pack(sources, targets, LENGTH)
+  labels, segments = packed["targets"], packed["targets_segmentation"]
+  predicted = np.where(rng.random(labels.shape) < 0.1, 0, labels)  # ~10% of tokens wrong.
+  logits = np.eye(20, dtype=np.float32)[predicted] * 10.0
+  sums = losses.token_loss_sums(logits, labels, 0.1, segments)
+  pairs = right_pairs = 0
+  for r in range(len(labels)):
+    for k in set(segments[r].tolist()) - {0}:
+      pairs += 1
+      right_pairs += all(predicted[r][segments[r] == k] == labels[r][segments[r] == k])
+  assert 0 < right_pairs < pairs == len(targets)
+  assert (float(sums.sequences), float(sums.correct_sequences)) == (pairs, right_pairs)
+  assert float(sums.correct) == np.sum((predicted == labels) & (labels != 0))
+  rows = losses.token_loss_sums(logits, labels, 0.1)  # Without segments: one sequence a row.
+  assert float(rows.sequences) == len(labels)
+
+
 # --- (2) The masks against loops ---
 def brute_force_masks(src_seg, tgt_seg):
   b, s = src_seg.shape

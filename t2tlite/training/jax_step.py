@@ -148,7 +148,8 @@ class JaxTrainer:
   def _loss(self, trainable, non_trainable, batch, global_tokens):
     logits, non_trainable = self.model.stateless_call(trainable, non_trainable, batch,
                                                       training=True)
-    sums = losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing)
+    sums = losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing,
+                                  batch.get("targets_segmentation"))
     return sums.loss / global_tokens, (non_trainable, _sums(sums))
 
   def _train_step(self, state, batch):
@@ -189,7 +190,8 @@ class JaxTrainer:
   def _eval_step(self, trainable, non_trainable, batch):
     self.eval_traces += 1
     logits, _ = self.model.stateless_call(trainable, non_trainable, batch, training=False)
-    return _sums(losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing))
+    return _sums(losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing,
+                                        batch.get("targets_segmentation")))
 
 
 def data_parallel():

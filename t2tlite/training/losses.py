@@ -49,18 +49,39 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
   return xent, -log_p_true
 
 
-def token_loss_sums(logits, labels, label_smoothing) -> TokenLossSums:
-  """Sums of loss, NLL and accuracy counts over non-pad target positions."""
+def token_loss_sums(logits, labels, label_smoothing, segments=None) -> TokenLossSums:
+  """Sums of loss, NLL and accuracy counts over non-pad target positions.
+
+  `segments` (int [b, t], or None): the targets' segment ids of a packed
+  batch (t2tlite/data/packing.py); sequences are then counted per pair, not
+  per row. The token sums do not depend on it.
+  """
   weights = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # [b, t]
   xent, nll = smoothed_cross_entropy(logits, labels, label_smoothing)
   predicted = ops.argmax(logits, axis=-1)
   right = ops.cast(ops.equal(ops.cast(predicted, "int32"), ops.cast(labels, "int32")),
                    "float32") * weights
-  real_per_sequence = ops.sum(weights, axis=1)
-  has_tokens = ops.cast(real_per_sequence > 0, "float32")
-  all_right = ops.cast(ops.equal(ops.sum(right, axis=1), real_per_sequence), "float32")
+  if segments is None:
+    real_per_sequence = ops.sum(weights, axis=1)
+    has_tokens = ops.cast(real_per_sequence > 0, "float32")
+    all_right = ops.cast(ops.equal(ops.sum(right, axis=1), real_per_sequence), "float32")
+    sequences, correct_sequences = ops.sum(has_tokens), ops.sum(all_right * has_tokens)
+  else:
+    sequences, correct_sequences = _pair_counts(segments, weights, right)
   return TokenLossSums(
       loss=ops.sum(xent * weights), nll=ops.sum(nll * weights),
       tokens=ops.sum(weights), correct=ops.sum(right),
-      sequences=ops.sum(has_tokens),
-      correct_sequences=ops.sum(all_right * has_tokens))
+      sequences=sequences, correct_sequences=correct_sequences)
+
+
+def _pair_counts(segments, weights, right):
+  """(pairs with a real target token, pairs whose every real token is right) of packed rows.
+
+  A pair is counted at its last real token: the token whose segment id differs
+  from the next position's (or that ends the row).
+  """
+  same = ops.cast(ops.equal(segments[:, :, None], segments[:, None, :]), "float32")  # [b, t, t]
+  wrong_in_pair = ops.einsum("bij,bj->bi", same, weights - right)  # [b, t]
+  following = ops.pad(segments[:, 1:], [[0, 0], [0, 1]], constant_values=-1)
+  last = ops.cast(ops.not_equal(segments, following), "float32") * weights
+  return ops.sum(last), ops.sum(last * ops.cast(ops.equal(wrong_in_pair, 0.0), "float32"))

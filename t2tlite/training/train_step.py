@@ -65,7 +65,8 @@ def make_train_step(model, optimizer, hparams, strategy=None):
     """Gradients of (loss sum / global_tokens) for one micro-batch, and its metric sums."""
     with tf.GradientTape() as tape:
       logits = model(batch, training=True)
-      sums = losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing)
+      sums = losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing,
+                                    batch.get("targets_segmentation"))
       loss = sums.loss / global_tokens
       if loss_scaled:
         loss = optimizer.scale_loss(loss)
@@ -132,7 +133,8 @@ def make_eval_step(model, hparams, strategy=None):
 
   def replica_step(batch):
     logits = model(batch, training=False)
-    return _sums_dict(losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing))
+    return _sums_dict(losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing,
+                                             batch.get("targets_segmentation")))
 
   compiled = tf.function(replica_step, jit_compile=xla_choice.train_xla(hparams))
 
