@@ -347,10 +347,33 @@ def test_packing_efficiency_on_real_multi30k_text():
   assert efficiency > bucketed
 
 
-def test_saved_numpy_batches_refuse_packed_hparams():
+def test_saved_numpy_batches_keep_the_packed_features(tmp_path):
+  """Packed batches saved for a trainer without TensorFlow come back with their segments."""
   from t2tlite.data import numpy_batches
-  with pytest.raises(numpy_batches.NumpyBatchesError, match="packed_batches"):
-    numpy_batches._refuse_packed(tiny_hparams(packed_batches=True, packed_length=LENGTH))
+  problem = tiny_problem_with_data(tmp_path)
+  hp = tiny_hparams(batch_size=128, packed_batches=True, packed_length=LENGTH,
+                    input_vocab_size=12, target_vocab_size=12)
+  numpy_batches.write(problem, str(tmp_path / "data"), hp, str(tmp_path / "saved"), steps=3,
+                      seed=1)
+  saved = numpy_batches.SavedBatches(str(tmp_path / "saved"))
+  saved.check_hparams(hp)
+  batch = saved.train_batch(2)
+  assert sorted(batch) == sorted(
+      ["inputs", "targets", "inputs_segmentation", "targets_segmentation", "inputs_position",
+       "targets_position"]) and batch["targets"].shape == (128 // LENGTH, LENGTH)
+  assert batch["targets_segmentation"].max() > 1  # Several pairs in a row.
+  dev = next(saved.dev_batches())
+  assert np.array_equal(dev["targets_segmentation"], (dev["targets"] != 0).astype(np.int32))
+  with pytest.raises(numpy_batches.NumpyBatchesError, match="packed_length: 16 there vs 32 now"):
+    saved.check_hparams(hp.replace(packed_length=32))
+
+
+def tiny_problem_with_data(tmp_path):
+  from tests.helpers import tiny_problem
+  problem = tiny_problem()
+  problem.split_sizes = {"train": 200, "dev": 20, "test": 20}
+  problem.generate_data(str(tmp_path / "data"))
+  return problem
 
 
 # --- A packed training run, end to end ---

@@ -6,7 +6,8 @@ problems' TFRecords work there. `write` runs the trainer's own data module
 the run's seed) on a machine that has TensorFlow and saves what it yields:
 
   DIR/train-00000.npz, ...  the first `steps` global training batches, in
-                            order (keys inputs_<i>, targets_<i>; CHUNK per file)
+                            order (keys inputs_<i>, targets_<i>, and for packed
+                            rows the segment and position features; CHUNK per file)
   DIR/dev.npz               every dev batch (padded to static shapes)
   DIR/batches.json          the problem, its data identity (vocabulary file and
                             SHA-256, sizes), the batching hparams and seed the
@@ -29,6 +30,8 @@ import numpy as np
 from absl import logging
 
 from t2tlite import files
+from t2tlite.data.packing import FEATURES  # inputs, targets, and the packed rows' segments.
+from t2tlite.hparams_record import HParams
 from t2tlite.errors import UserError
 from t2tlite.training import checkpoint_manifest
 
@@ -37,19 +40,13 @@ FORMAT = "t2tlite-numpy-batches/1"
 CHUNK = 500  # Batches per train-*.npz.
 # The hparams that decide how examples become batches: they must match the trainer's.
 BATCHING = ("batch_size", "accumulate_steps", "max_length", "min_length_bucket",
-            "length_bucket_step", "shuffle_buffer_size", "input_vocab_size", "target_vocab_size")
+            "length_bucket_step", "shuffle_buffer_size", "input_vocab_size", "target_vocab_size",
+            "packed_batches", "packed_length")
 FLAG = "--numpy_batches"
 
 
 class NumpyBatchesError(UserError):
   """Saved batches that are missing, damaged, or cut for other hparams; one line."""
-
-
-def _refuse_packed(hparams) -> None:
-  """Saved batches hold inputs and targets only, not the segment features of packed rows."""
-  if hparams.packed_batches:
-    raise NumpyBatchesError(f"{FLAG} saves bucketed batches only; train packed batches "
-                            "(packed_batches=true) from the problem's data instead")
 
 
 def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> dict:
@@ -67,7 +64,6 @@ def write(problem, data_dir: Optional[str], hparams, out_dir: str, steps: int, s
   Returns the manifest's path.
   """
   from t2tlite.training import input_pipeline, run_identity
-  _refuse_packed(hparams)
   if os.path.exists(os.path.join(out_dir, MANIFEST)):
     raise NumpyBatchesError(f"{FLAG}={out_dir} already holds saved batches; choose a new "
                             "directory (nothing is overwritten)")
@@ -78,9 +74,9 @@ def write(problem, data_dir: Optional[str], hparams, out_dir: str, steps: int, s
                                           replicas=replicas)
   entries, chunk, shapes = {}, {}, set()
   for i, batch in enumerate(train.take(steps).as_numpy_iterator()):
-    chunk[f"inputs_{i}"], chunk[f"targets_{i}"] = batch["inputs"], batch["targets"]
+    chunk.update({f"{key}_{i}": value for key, value in batch.items()})
     shapes.add(batch["targets"].shape)
-    if len(chunk) == 2 * CHUNK or i == steps - 1:
+    if len(chunk) == len(batch) * CHUNK or i == steps - 1:
       name = f"train-{len(entries):05d}.npz"
       entries[name] = _save_npz(os.path.join(out_dir, name), chunk)
       chunk = {}
@@ -92,7 +88,7 @@ def write(problem, data_dir: Optional[str], hparams, out_dir: str, steps: int, s
     data = input_pipeline.evaluation_dataset(problem.dataset("dev", data_dir), hparams,
                                              replicas=replicas)
     for i, batch in enumerate(data.as_numpy_iterator()):
-      dev[f"inputs_{i}"], dev[f"targets_{i}"] = batch["inputs"], batch["targets"]
+      dev.update({f"{key}_{i}": value for key, value in batch.items()})
       dev_batches += 1
     entries["dev.npz"] = _save_npz(os.path.join(out_dir, "dev.npz"), dev)
   manifest = {
@@ -168,8 +164,8 @@ class SavedBatches:
 
   def check_hparams(self, hparams) -> None:
     """The trainer's hparams must batch as these batches were cut."""
-    _refuse_packed(hparams)
-    saved = self.manifest["hparams"]
+    # Batches saved before a field existed were cut with its default.
+    saved = dict(HParams().to_dict(), **self.manifest["hparams"])
     differ = [f"{k}: {saved[k]!r} there vs {getattr(hparams, k)!r} now" for k in BATCHING
               if saved[k] != getattr(hparams, k)]
     if differ:
@@ -183,7 +179,7 @@ class SavedBatches:
       with np.load(os.path.join(self.directory, name), allow_pickle=False) as npz:
         data = {k: npz[k] for k in npz.files}
       self._chunk_cache = (name, data)
-    return {"inputs": data[f"inputs_{i}"], "targets": data[f"targets_{i}"]}
+    return {key: data[f"{key}_{i}"] for key in FEATURES if f"{key}_{i}" in data}
 
   def train_batch(self, index: int) -> Dict[str, np.ndarray]:
     """The training batch drawn at position `index` (0-based) of the run's stream."""
