@@ -56,7 +56,8 @@ Usage:
   python bench/padding_efficiency.py                                  # both data sets (~1 min)
   python bench/padding_efficiency.py --datasets newstest2013 --steps 1.1 --big_batch_size 0
   python bench/padding_efficiency.py --output_json padding.json
-  python bench/padding_efficiency.py --steps 1.1 --big_batch_size 0 --packed_lengths 64,128,256
+  python bench/padding_efficiency.py --steps 1.1 --big_batch_size 0 --packed_lengths 64,128,256 \
+      --epochs 3
 Prints a table per data set; --output_json writes every number and the flags.
 """
 

@@ -18,7 +18,7 @@ already appended by the problem.
 
 With `hparams.packed_batches` the training stream is packed instead
 (t2tlite/data/packing.py): windows of the shuffled stream are packed
-first-fit into rows of `hparams.packed_row_length` tokens per side, and a
+first-fit decreasing into rows of `hparams.packed_row_length` tokens per side, and a
 batch is batch_size // that length rows, one static shape for the whole run.
 Evaluation stays bucketed, each row one pair (`single_segments`), so its
 numbers are the unpacked ones.
@@ -32,8 +32,8 @@ import tensorflow as tf
 from t2tlite.constants import PAD_ID
 from t2tlite.data import packing
 
-# Pairs packed together: rows are filled first-fit within a window of this many pairs of the
-# shuffled stream (only the window's last rows can be left part-empty).
+# Pairs packed together: rows are filled first-fit decreasing within a window of this many
+# pairs of the shuffled stream (larger windows packed Multi30k no better: bench/README.md).
 PACK_WINDOW = 4096
 
 
@@ -116,9 +116,10 @@ def pack_dataset(dataset, length: int, window: int = PACK_WINDOW, seed=None):
   """Examples (each side <= `length`) -> packed rows {packing.FEATURES: int32 [length]}.
 
   Each window of `window` consecutive examples is packed first-fit decreasing
-  (packing.pack_padded); the rows are then shuffled (a buffer of `window`
-  rows, `seed`), so a batch does not gather the rows a window opened first
-  (its longest pairs) or last (its shortest).
+  (packing.pack_padded); the rows are then shuffled (`seed`), so a batch does
+  not gather the rows a window opened first (its longest pairs) or last (its
+  shortest). The row buffer, window // 8 rows, is about one window's rows at
+  Multi30k's 8 pairs a row, and small in the checkpointed iterator state.
   """
   def pack(batch):
     arrays = tf.numpy_function(lambda s, t: packing.pack_padded(s, t, length),
@@ -129,7 +130,7 @@ def pack_dataset(dataset, length: int, window: int = PACK_WINDOW, seed=None):
     return dict(zip(packing.FEATURES, arrays))
 
   padded = dataset.padded_batch(window, padded_shapes={"inputs": [length], "targets": [length]})
-  return padded.map(pack).unbatch().shuffle(window, seed=seed)
+  return padded.map(pack).unbatch().shuffle(max(1, window // 8), seed=seed)
 
 
 def single_segments(batch):
