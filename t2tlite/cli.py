@@ -82,7 +82,14 @@ def run(main):
     if not FLAGS["verbosity"].present:  # INFO by default; --verbosity=N still wins.
       logging.set_verbosity(logging.INFO)
     try:
-      return main(argv)
+      status = main(argv)
+      sys.stdout.flush()  # A closed pipe shows here, not at exit where it cannot be caught.
+      return status
+    except BrokenPipeError:  # `t2t-trainer --hparams_help | head`: the reader has had enough.
+      # Python's documented recipe: no traceback, and stdout pointed at devnull so the
+      # interpreter's own flush at exit does not fail again.
+      os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+      sys.exit(1)
     except Exception as e:  # noqa: BLE001 - narrowed just below.
       line = errors.one_line(e)
       if line is None:

@@ -422,3 +422,16 @@ def test_averaging_reports_each_checkpoint(tmp_path, monkeypatch, caplog):
   lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("averaging: ")]
   assert [line.split(" (")[0] for line in lines] == [
       "averaging: 1/3 checkpoints", "averaging: 2/3 checkpoints", "averaging: 3/3 checkpoints"]
+
+
+def test_help_piped_into_a_reader_that_stops_early_ends_without_a_traceback():
+  """`t2t-trainer --hparams_help | head -1`: once the reader closes the pipe, the command
+  stops quietly (exit 1, Python's documented recipe) instead of a BrokenPipeError traceback.
+  The pipe is closed before the command writes, so the test does not depend on timing."""
+  proc = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "t2t_trainer.py"),
+                           "--hparams_help"], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+  proc.stdout.close()
+  stderr = proc.stderr.read().decode()
+  assert proc.wait(timeout=300) == 1
+  assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
