@@ -37,14 +37,16 @@ def segments_of(row_ids, row_segments):
 
 
 # --- (1) A packed batch gives each pair its unpacked loss and gradients ---
-@pytest.fixture(params=["sinusoid", "learned"])
+@pytest.fixture(params=[("sinusoid", "post"), ("learned", "pre")], ids=lambda p: "-".join(p))
 def twin_models(request):
   """The ordinary model and its packed twin, same weights, no dropout."""
   import keras
   from t2tlite.models.transformer import Transformer
   keras.utils.set_random_seed(3)
+  position_encoding, layer_norm_position = request.param
   hp = tiny_hparams(dropout=0.0, attention_dropout=0.0, relu_dropout=0.0,
-                    position_encoding=request.param, max_position=LENGTH)
+                    position_encoding=position_encoding, max_position=LENGTH,
+                    layer_norm_position=layer_norm_position)
   plain = Transformer(hp)
   packed = Transformer(hp.replace(packed_batches=True, packed_length=LENGTH))
   packed.set_weights(plain.get_weights())
@@ -145,6 +147,7 @@ print(len(packed["targets"]), float(a.loss), float(b.loss), float(a.tokens), flo
 """
 
 
+@pytest.mark.slow  # 15-22 s: a fresh process imports JAX and builds two models.
 def test_packed_loss_equals_unpacked_under_jax():
   """The JAX training path runs the same keras.ops graph: same loss sum, packed or not."""
   import subprocess
