@@ -20,8 +20,10 @@ What is measured
      * in-process: `DecodePipeline.decode(lines)`, its own batching (sorted by
        length, batch_size 64, batch_tokens 4096, widths padded to a multiple of 8);
      * export: a client that imports only tensorflow and tensorflow_text,
-       sorts the lines by length and sends requests of --client_batch (64)
-       lines to the `serving_default` signature.
+       sorts the lines by length (--client_sort: characters, or the model's
+       own pieces counted with the vocabulary in the export's assets) and
+       sends requests of --client_batch (64) lines to the `serving_default`
+       signature.
    sentences/s = lines / median pass time; ratio = export / in-process. The
    outputs of both are compared line by line (reported: identical lines).
 3. Latency of the export: one line per request, the first --latency_lines
@@ -72,12 +74,35 @@ def worker_inprocess(args):
   return dict(checkpoint=checkpoint, warmup_s=warm, times=times, outputs=decoded.lines)
 
 
+def _client_length(args):
+  """The key the client sorts its lines by before cutting them into requests.
+
+  chars: the line's length in characters (a client that knows nothing of the
+  model). tokens: its length in the model's own pieces, counted with the
+  sentencepiece model the export carries in assets/ (what t2t-decoder sorts by),
+  still without importing t2tlite.
+  """
+  import glob
+  lines = _lines(args)
+  if args.client_sort == "chars":
+    return lambda i: len(lines[i])
+  import tensorflow as tf
+  import tensorflow_text
+  models = glob.glob(os.path.join(args.export, "assets", "*.model"))
+  if len(models) != 1:
+    sys.exit(f"--client_sort=tokens: expected one sentencepiece .model in {args.export}/assets")
+  with open(models[0], "rb") as f:
+    tokenizer = tensorflow_text.SentencepieceTokenizer(model=f.read())
+  counts = tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
+  return lambda i: int(counts[i])
+
+
 def worker_export(args):
   import tensorflow as tf
   import tensorflow_text  # noqa: F401
   serve = tf.saved_model.load(args.export).signatures["serving_default"]
   lines = _lines(args)
-  order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+  order = sorted(range(len(lines)), key=_client_length(args))
   batches = [order[i:i + args.client_batch] for i in range(0, len(order), args.client_batch)]
 
   def one_pass():
@@ -143,6 +168,8 @@ def main():
   parser.add_argument("--lines", type=int, default=1000)
   parser.add_argument("--reps", type=int, default=1)
   parser.add_argument("--client_batch", type=int, default=64)
+  parser.add_argument("--client_sort", default="chars", choices=("chars", "tokens"),
+                      help="How the export's client orders lines into requests (_client_length).")
   parser.add_argument("--latency_lines", type=int, default=100)
   parser.add_argument("--export", default=None, help=argparse.SUPPRESS)
   parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -184,6 +211,7 @@ def main():
       export_parts_mb={k: round(v / 2**20, 3) for k, v in sorted(sizes.items())},
       inprocess_sentences_per_s=round(in_rate, 2), export_sentences_per_s=round(ex_rate, 2),
       ratio=round(ex_rate / in_rate, 3), client_batch=args.client_batch,
+      client_sort=args.client_sort,
       identical_lines=f"{same}/{n}", warmup_s=dict(inprocess=round(inproc["warmup_s"], 1),
                                                    export=round(exported["warmup_s"], 1)),
       latency_ms=dict(p50=round(_percentile(latency_ms, 50), 1),
