@@ -3,7 +3,7 @@
 # number of steps, two runs at a time (one per core), evaluated on all of dev, reported in
 # docs/table3.md (the paper's layout, its figures beside ours, a verdict per claim).
 #
-#   bash recipes/table3.sh [RUN_DIR] [MULTI30K_DIR]         # about 2 hours on 2 cores
+#   bash recipes/table3.sh [RUN_DIR] [MULTI30K_DIR]         # 4-5 hours on 2 cores (measured, below)
 #   python recipes/table3_sweep.py --run_dir=RUN_DIR --status  # progress, from another shell
 #   TABLE3_SMOKE=1 bash recipes/table3.sh                    # 2 rows, 4 steps, a tiny slice
 #
@@ -29,6 +29,10 @@
 # N=4: 1.19, ... N=1: 0.61, d_model /2: 0.44); on 2 cores, longest first, 10.8 base runs each =
 # 10.8 x 9.8 = 106 min, plus ~90 s per run for start-up, the dev pass, the 1014-line beam decode
 # and BLEU (21 x 1.5 / 2 = 16 min) and datagen (~1 min): about 2 h 03 min.
+# Measured (2026-11-23, both cores busy with the sweep's two runs): rows take 2-3x that
+# estimate, because the two cores slow each other about 2x even when pinned: base 22.8 min of
+# training, d_model x2 42.5, d_ff x2 42.2, N=4 28.8. So the whole sweep is about 4-5 hours; run
+# it across sessions (it resumes) or with fewer TABLE3_ROWS.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python}
