@@ -271,7 +271,7 @@ def render(results: List[dict], sweep: Optional[dict], params: Dict[str, int],
             "training is empty; the shapes and parameter counts are computed from the "
             "registered sets, not measured. `bash recipes/table3.sh` runs it (21 runs: the base "
             f"with 3 seeds and the 18 other rows but big, {RECIPE_STEPS} steps each by default, "
-            "about two hours on both cores) and rewrites this page.", ""]
+            "4-5 hours on both cores, measured; it resumes) and rewrites this page.", ""]
   else:
     expected = len([1 for s in sets for _ in range(
         settings.get("base_seeds", 3) if BY_MINI_SET[s].row == "base" else 1)])
