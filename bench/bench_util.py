@@ -27,6 +27,14 @@ def shared_path(*parts: str) -> str:
   return os.path.join(shared_dir(), *parts)
 
 
+def read_pairs(src, tgt):
+  """(pairs, LineStats) of a parallel text (plain or .gz), empty pairs dropped as datagen does."""
+  from t2tlite.data import parallel_text
+  stats = parallel_text.LineStats()
+  pairs = list(parallel_text.drop_empty(parallel_text.read_parallel(src, tgt), stats))
+  return pairs, stats
+
+
 def str2bool(v):
   if isinstance(v, bool):
     return v

@@ -74,7 +74,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from bench_util import shared_path  # noqa: E402
+from bench_util import read_pairs, shared_path  # noqa: E402
 
 MULTI30K = shared_path("data", "multi30k")
 WMT = shared_path("data", "wmt")
@@ -117,13 +117,6 @@ def data_sets(args):
                        news, (os.path.join(w, "newstest2013.en"),
                               os.path.join(w, "newstest2013.de"))),
   }
-
-
-def read_pairs(src, tgt):
-  from t2tlite.data import parallel_text
-  stats = parallel_text.LineStats()
-  pairs = list(parallel_text.drop_empty(parallel_text.read_parallel(src, tgt), stats))
-  return pairs, stats
 
 
 def make_dataset(source_ids, target_ids):

@@ -74,7 +74,7 @@ import statistics
 import sys
 import time
 
-from bench_util import machine_info, run_worker, shared_path, str2bool  # noqa: E402
+from bench_util import machine_info, read_pairs, run_worker, shared_path, str2bool  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
@@ -232,13 +232,17 @@ def run_ours(args):
               achieved_gflops=fl / med / 1e9, first_loss=losses[0], last_loss=losses[-1])
 
 
+def multi30k_train_pairs(args):
+  """(pairs, LineStats) of Multi30k train en-de under --multi30k_dir."""
+  return read_pairs(os.path.join(args.multi30k_dir, "train.en.gz"),
+                    os.path.join(args.multi30k_dir, "train.de.gz"))
+
+
 def multi30k_dataset(args):
   """Multi30k train en-de as examples {"inputs", "targets"} (ids + EOS) under --vocab_model."""
   import sentencepiece as spm
-  from t2tlite.data import parallel_text, records
-  pairs = list(parallel_text.drop_empty(parallel_text.read_parallel(
-      os.path.join(args.multi30k_dir, "train.en.gz"),
-      os.path.join(args.multi30k_dir, "train.de.gz")), parallel_text.LineStats()))
+  from t2tlite.data import records
+  pairs, _ = multi30k_train_pairs(args)
   sp = spm.SentencePieceProcessor(model_file=args.vocab_model)
   sources, targets = sp.encode([p[0] for p in pairs]), sp.encode([p[1] for p in pairs])
   return records.in_memory_dataset([{"inputs": s + [1], "targets": t + [1]}
@@ -284,10 +288,8 @@ def run_real_batches(args, hp, model, step, warmup, steps):
 
 def learn_multi30k_vocabulary(args, directory):
   """The 8000-piece BPE of the multi30k shapes, learned once on Multi30k train (both sides)."""
-  from t2tlite.data import parallel_text, subword
-  pairs = parallel_text.drop_empty(parallel_text.read_parallel(
-      os.path.join(args.multi30k_dir, "train.en.gz"),
-      os.path.join(args.multi30k_dir, "train.de.gz")), parallel_text.LineStats())
+  from t2tlite.data import subword
+  pairs, _ = multi30k_train_pairs(args)
   lines = [line for pair in pairs for line in pair]
   return subword.train_vocabulary(lines, os.path.join(directory, "multi30k.model"),
                                   args.tiny_vocab, vocab_type="bpe").model_path
