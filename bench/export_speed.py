@@ -74,7 +74,7 @@ def worker_inprocess(args):
   return dict(checkpoint=checkpoint, warmup_s=warm, times=times, outputs=decoded.lines)
 
 
-def _client_length(args):
+def _client_length(args, lines):
   """The key the client sorts its lines by before cutting them into requests.
 
   chars: the line's length in characters (a client that knows nothing of the
@@ -83,7 +83,6 @@ def _client_length(args):
   still without importing t2tlite.
   """
   import glob
-  lines = _lines(args)
   if args.client_sort == "chars":
     return lambda i: len(lines[i])
   import tensorflow as tf
@@ -102,7 +101,7 @@ def worker_export(args):
   import tensorflow_text  # noqa: F401
   serve = tf.saved_model.load(args.export).signatures["serving_default"]
   lines = _lines(args)
-  order = sorted(range(len(lines)), key=_client_length(args))
+  order = sorted(range(len(lines)), key=_client_length(args, lines))
   batches = [order[i:i + args.client_batch] for i in range(0, len(order), args.client_batch)]
 
   def one_pass():
