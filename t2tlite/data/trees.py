@@ -189,7 +189,7 @@ def collapse_unary_repeats(tree: Tree) -> int:
       if isinstance(child, str):
         continue
       while (len(child.children) == 1 and isinstance(child.children[0], Tree)
-             and not child.is_preterminal and child.children[0].label == child.label
+             and child.children[0].label == child.label
              and not child.children[0].is_preterminal):
         child.children = child.children[0].children
         merged += 1

@@ -39,8 +39,7 @@ from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, keep_
                               npz_checkpoints, progress, resume, run_dir, run_identity,
                               run_lock, warm_start)
 from t2tlite.training.optimization import make_optimizer
-from t2tlite.training import options as options_lib
-from t2tlite.training.options import TrainOptions
+from t2tlite.training.options import DECODED_METRICS, TrainOptions, check_keep_best_backend
 
 try:
   import tensorflow as tf
@@ -169,7 +168,7 @@ class Trainer:
       raise backends.BackendError("--backend=jax: multi-device training uses "
                                   "keras.distribution over the JAX devices, not a tf.distribute "
                                   "strategy (--num_gpus/--worker_hosts are TensorFlow's)")
-    options_lib.check_keep_best_backend(opts.keep_best, self.backend)
+    check_keep_best_backend(opts.keep_best, self.backend)
 
   def _scope(self):
     """Where the model and optimizer are built: the tf.distribute strategy's scope (TF)."""
@@ -256,7 +255,7 @@ class Trainer:
       raise distribution.DistributionError(
           "--keep_best: dev decoding runs on the chief alone, so workers could disagree on "
           "when to stop; use it on one machine")
-    if opts.keep_best in options_lib.DECODED_METRICS:
+    if opts.keep_best in DECODED_METRICS:
       if not opts.eval_decode:
         raise keep_best.BestKeeperError(f"--keep_best={opts.keep_best} is measured by decoding "
                                         "dev: it needs --eval_decode")
