@@ -112,9 +112,10 @@ def last_json_line(text):
   raise ValueError("no JSON line in worker output")
 
 
-def run_worker(cmd, args, measure_without_wait=True):
+def run_worker(cmd, args, measure_without_wait=True, env=None):
   """Runs a measurement subprocess that prints one JSON line; (result dict, process).
 
+  `env` adds variables to the subprocess's environment (a peer configured by them).
   Reads args.quiet_wait, args.quiet_cores, args.timeout, args.verbose. The
   result gains the wall time, the host load before and during the run, and
   the worker's CPU time; on failure it is {"error": ...} and "FAILED" or
@@ -124,7 +125,8 @@ def run_worker(cmd, args, measure_without_wait=True):
   load_before = os.getloadavg()
   cpu0, child0 = host_cpu_seconds(), children_cpu_seconds()
   t0 = time.perf_counter()
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+             **(env or {}))
   try:
     proc = subprocess.run(cmd, stdout=subprocess.PIPE,
                           stderr=None if args.verbose else subprocess.PIPE,

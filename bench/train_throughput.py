@@ -46,6 +46,25 @@ CPU default: with XLA a bucketed stream compiles once per bucket shape, 42 of th
 timed steps). The two shapes are interleaved within each round; the table adds their per-round
 ratio. The row's padding efficiency (real / all target positions) is reported too.
 
+Backends (--backend): tensorflow (default) times the tf.function step above; jax times the same
+model under Keras's JAX backend, `t2tlite.training.jax_step.JaxTrainer` (the step
+`t2t-trainer --backend=jax` runs: stateless_call + stateless_apply under jax.jit, the same loss,
+optimizer and schedule), on whatever device JAX sees (a GPU where there is one). Under jax the
+driver and its workers import no TensorFlow, so the bench runs on a machine without it (random-id
+shapes only; the Multi30k shapes need tf.data). The GPU comparison the backends issue asks for:
+
+  python bench/train_throughput.py --backend jax --shapes base --dtype mixed_bfloat16 \
+      --lengths 32,64,128 --tokens_per_step 25000 --torch_python python3 --torch_device cuda \
+      --torch_compile --torch_amp bf16 --peak_tflops 989 --warmup 5 --steps 20 --rounds 1 \
+      [--stock_keras_script PATH/gpu_peers.py]
+
+--lengths L1,L2 measures each shape at source = target length L (one column group per length);
+--tokens_per_step N sets the rows to N // L (the paper's ~25k target tokens per step).
+--peak_tflops P adds MFU = (matmul FLOPs per step / step time) / P, the FLOP formula of
+../shared/peers/flops.py (train_flops_per_step below), for every system alike.
+--stock_keras_script runs the same shape written in stock Keras 3 layers on JAX (the shared
+peers' gpu_peers.py `keras_jax`, base shape, mixed_bfloat16) as one more column.
+
 Every measurement is a fresh subprocess (its own TF/torch runtime and thread pool). The machine's
 speed drifts (up to 2x over minutes), so the systems are interleaved: for each of --rounds rounds
 and each shape, run ours[, ours with the other --xla if --compare_xla][, --ours_variants],
@@ -67,6 +86,7 @@ Prints a table; --output_json writes every raw step time, the machine and the fl
 """
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -78,6 +98,7 @@ from bench_util import machine_info, read_pairs, run_worker, shared_path, str2bo
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
+BACKENDS = ("tensorflow", "jax")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_PEER = os.path.join(HERE, "peers", "torch_transformer.py")
 TFM_PEER_DEFAULT = shared_path("peers", "peerB_tfm.py")
@@ -97,6 +118,16 @@ def parse_args(argv=None):
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--shapes", default="base,tiny", help="comma list of: " + ",".join(SHAPES))
   p.add_argument("--rounds", type=int, default=3)
+  p.add_argument("--backend", default="tensorflow",
+                 help="ours: the Keras backend of the step, tensorflow or jax (jax imports no "
+                      "TensorFlow); a comma list measures ours on each, interleaved, with ratios")
+  p.add_argument("--lengths", default="",
+                 help="comma list of lengths L, each measured at source = target length L "
+                      "(default: --src_len / --tgt_len)")
+  p.add_argument("--tokens_per_step", type=int, default=0,
+                 help="rows per step = this // target length (0 = --batch rows)")
+  p.add_argument("--peak_tflops", type=float, default=0.0,
+                 help="the device's peak (e.g. 989 for an H100's dense bf16): adds an MFU column")
   p.add_argument("--dtype", default="float32", choices=list(SHORT_DTYPE),
                  help="ours: hparams dtype")
   p.add_argument("--devices", type=int, default=1,
@@ -122,6 +153,8 @@ def parse_args(argv=None):
                  help="interpreter with torch (default $T2TLITE_TORCH_PYTHON); empty skips the "
                       "torch peer")
   p.add_argument("--torch_threads", type=int, default=2)
+  p.add_argument("--torch_device", default="cpu", choices=["cpu", "cuda"])
+  p.add_argument("--torch_compile", action="store_true", help="torch peer under torch.compile")
   p.add_argument("--torch_amp", default="none",
                  help="comma list of none|bf16 (torch.autocast bfloat16); each is a column")
   p.add_argument("--tfm_python", default="",
@@ -132,6 +165,11 @@ def parse_args(argv=None):
   p.add_argument("--tfm_norm_first", type=int, default=1,
                  help="Model Garden's stock pre-norm (1, as the project's bar was measured); 0 = "
                       "post-norm like ours, which fails under mixed_bfloat16 in Model Garden 2.20")
+  p.add_argument("--stock_keras_script", default="",
+                 help="the shared peers' gpu_peers.py: adds stock Keras 3 layers on JAX (base "
+                      "shape, mixed_bfloat16, source = target length) as a column")
+  p.add_argument("--stock_keras_python", default=sys.executable,
+                 help="interpreter with keras and jax for --stock_keras_script")
   p.add_argument("--output_json", default="")
   p.add_argument("--timeout", type=int, default=1800, help="seconds per measurement subprocess")
   p.add_argument("--quiet_wait", type=float, default=0.0,
@@ -149,6 +187,39 @@ def parse_args(argv=None):
   p.add_argument("--multi30k_dir", default=MULTI30K,
                  help="Multi30k files for the multi30k shapes (train.en.gz, train.de.gz)")
   return p.parse_args(argv)
+
+
+class Case(collections.namedtuple("Case", "name shape batch src_len tgt_len")):
+  """One column group of the table: a shape at one batch and length."""
+
+
+def cases(args):
+  """[Case] for every shape in --shapes and length in --lengths, in that order."""
+  shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+  for s in shapes:
+    if s not in SHAPES:
+      sys.exit(f"--shapes: unknown shape {s!r}; choose from {sorted(SHAPES)}")
+    if s in REAL_DATA and not tensorflow_available():
+      sys.exit(f"--shapes={s}: the Multi30k batches come from tf.data, and TensorFlow is not "
+               "installed here; only the random-id shapes run (base, tiny)")
+  try:
+    lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+  except ValueError:
+    sys.exit(f"--lengths: expected a comma list of integers, got {args.lengths!r}")
+  pairs = [(n, n) for n in lengths] or [(args.src_len, args.tgt_len)]
+  out = []
+  for s in shapes:
+    for src_len, tgt_len in pairs:
+      batch = args.tokens_per_step // tgt_len if args.tokens_per_step else args.batch
+      if batch < 1:
+        sys.exit(f"--tokens_per_step={args.tokens_per_step}: fewer than one row of {tgt_len}")
+      out.append(Case(s if len(pairs) == 1 else f"{s}@{tgt_len}", s, batch, src_len, tgt_len))
+  return out
+
+
+def tensorflow_available():
+  from t2tlite import backends
+  return backends.tensorflow_available()
 
 
 def steps_for(args, shape):
@@ -184,6 +255,62 @@ def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
 # Worker: one measurement of t2tlite in this process.
 # --------------------------------------------------------------------------------------------
 def run_ours(args):
+  return run_ours_jax(args) if args.backend == "jax" else run_ours_tensorflow(args)
+
+
+def run_ours_jax(args):
+  """One measurement of the JAX step (jax_step.JaxTrainer) on random ids; imports no TensorFlow."""
+  import jax
+  import jax.numpy as jnp
+  import keras
+  import numpy as np
+  from t2tlite.models.transformer import Transformer
+  from t2tlite.training.jax_step import JaxTrainer
+  from t2tlite.training.optimization import make_optimizer
+
+  if args.devices != 1:
+    sys.exit("--devices: under --backend jax the step runs on one JAX device here")
+  hp = hparams_for(args, args.shape)
+  warmup, steps = steps_for(args, args.shape)
+  V, S, T = hp.target_vocab_size, args.src_len, args.tgt_len
+  B = args.batch * args.accumulate
+  keras.utils.set_random_seed(0)
+  model = Transformer(hp)
+  opt = make_optimizer(hp)
+  opt.build(model.trainable_variables)
+  trainer = JaxTrainer(model, opt, hp)
+  if args.shape in REAL_DATA:  # tf.data batches (TensorFlow present), as t2t-trainer feeds them.
+    return dict(run_real_batches(
+        args, hp, model, lambda b: trainer.train_step({k: v.numpy() for k, v in b.items()}),
+        warmup, steps), backend="jax", jax=jax.__version__, traces=trainer.train_traces)
+  rng = np.random.default_rng(1)
+  batch = {"inputs": jnp.asarray(rng.integers(2, V, (B, S)), jnp.int32),
+           "targets": jnp.asarray(rng.integers(2, V, (B, T)), jnp.int32)}
+  times, warm_times, losses = [], [], []
+  for i in range(warmup + steps):
+    t0 = time.perf_counter()
+    sums = trainer.train_step(batch)
+    loss = float(sums["loss"]) / float(sums["tokens"])  # host sync
+    dt = time.perf_counter() - t0
+    (times if i >= warmup else warm_times).append(dt)
+    losses.append(loss)
+    print(f"[ours jax] step {i} {dt:.3f}s loss {loss:.3f}", file=sys.stderr, flush=True)
+  med = statistics.median(times)
+  fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
+                            hp.num_decoder_layers, V)
+  device = jax.devices()[0]
+  return dict(system="t2tlite", backend="jax", jax=jax.__version__, keras=keras.__version__,
+              device=f"{device.platform}:{device.device_kind}", traces=trainer.train_traces,
+              tensorflow_loaded=any(m.split(".")[0] == "tensorflow" for m in sys.modules),
+              hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, accumulate=args.accumulate,
+              tokens_per_update=B * T,
+              params=int(sum(int(np.prod(v.shape)) for v in model.trainable_variables)),
+              batch=B, src_len=S, tgt_len=T, warmup=warmup, warmup_step_times_s=warm_times,
+              step_times_s=times, median_step_s=med, tgt_tok_per_s=B * T / med,
+              achieved_gflops=fl / med / 1e9, first_loss=losses[0], last_loss=losses[-1])
+
+
+def run_ours_tensorflow(args):
   import numpy as np
   import tensorflow as tf
   import keras
@@ -220,7 +347,7 @@ def run_ours(args):
   med = statistics.median(times)
   fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
                             hp.num_decoder_layers, V)
-  return dict(system="t2tlite", tf=tf.__version__, keras=keras.__version__,
+  return dict(system="t2tlite", backend="tensorflow", tf=tf.__version__, keras=keras.__version__,
               hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, xla=hp.xla,
               devices=args.devices, accumulate=args.accumulate,
               strategy=distribution.describe(strategy), tokens_per_update=B * T,
@@ -298,9 +425,9 @@ def learn_multi30k_vocabulary(args, directory):
 # --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
-def run_subprocess(label, cmd, args):
+def run_subprocess(label, cmd, args, env=None):
   print(f"  - {label} ...", end="", flush=True)
-  res, _ = run_worker(cmd, args)
+  res, _ = run_worker(cmd, args, env=env)
   if "error" not in res:
     print(f" {res['tgt_tok_per_s']:8.1f} tgt tok/s (median step {res['median_step_s']:.3f}s, "
           f"process {res['wall_s']:.0f}s, other procs {res['foreign_cores_during']:.2f} cores)",
@@ -308,12 +435,22 @@ def run_subprocess(label, cmd, args):
   return res
 
 
+def backends_of(args):
+  """The backends of --backend, in order: the first is the main one ("ours")."""
+  out = [b.strip() for b in args.backend.split(",") if b.strip()]
+  bad = [b for b in out if b not in BACKENDS]
+  if bad or not out:
+    sys.exit(f"--backend={args.backend}: expected a comma list of {', '.join(BACKENDS)}")
+  return out
+
+
 def ours_variants(args):
-  """[(dtype, xla, devices, accumulate)]: the main configuration, then --compare_xla's and
-  --ours_variants'."""
-  out = [(args.dtype, args.xla, args.devices, args.accumulate)]
+  """[(dtype, xla, devices, accumulate, backend)]: the main configuration on each backend of
+  --backend, then --compare_xla's and --ours_variants' (on the main backend)."""
+  main_backend, *more = backends_of(args)
+  out = [(args.dtype, args.xla, args.devices, args.accumulate, b) for b in [main_backend] + more]
   if args.compare_xla:
-    out.append((args.dtype, not args.xla, args.devices, args.accumulate))
+    out.append((args.dtype, not args.xla, args.devices, args.accumulate, main_backend))
   for item in [x for x in args.ours_variants.split(",") if x]:
     fields = item.split(":")
     if fields[0] not in SHORT_DTYPE or len(fields) > 4:
@@ -321,7 +458,8 @@ def ours_variants(args):
                f"{sorted(SHORT_DTYPE)}, got {item!r}")
     try:
       v = (fields[0], str2bool(fields[1] if len(fields) > 1 else "true"),
-           int(fields[2]) if len(fields) > 2 else 1, int(fields[3]) if len(fields) > 3 else 1)
+           int(fields[2]) if len(fields) > 2 else 1, int(fields[3]) if len(fields) > 3 else 1,
+           main_backend)
     except (ValueError, argparse.ArgumentTypeError) as e:
       sys.exit(f"--ours_variants: {item!r}: {e}")
     if v not in out:
@@ -329,40 +467,48 @@ def ours_variants(args):
   return out
 
 
-def variant_key(index, variant):
-  dtype, xla, devices, accumulate = variant
+def variant_key(index, variant, main=None):
+  dtype, xla, devices, accumulate, backend = variant
   if index == 0:
     return "ours"
+  if main is not None and variant[:4] == main[:4]:
+    return f"ours_{backend}"
   return (f"ours_{SHORT_DTYPE[dtype]}_xla_{'on' if xla else 'off'}" +
           (f"_dev{devices}" if devices != 1 else "") + (f"_acc{accumulate}" if accumulate != 1
                                                          else ""))
 
 
-def systems_for(args, shape):
-  """[(key, label, cmd)] in the order run within a round."""
+def systems_for(args, case):
+  """[(key, label, cmd, env)] in the order run within a round."""
+  shape = case.shape
   hp = hparams_for(args, shape)
   warmup, steps = steps_for(args, shape)
   V = vocab_for(args, shape)
-  common = ["--batch", str(args.batch), "--src_len", str(args.src_len),
-            "--tgt_len", str(args.tgt_len), "--warmup", str(warmup), "--steps", str(steps)]
+  common = ["--batch", str(case.batch), "--src_len", str(case.src_len),
+            "--tgt_len", str(case.tgt_len), "--warmup", str(warmup), "--steps", str(steps)]
   me = [sys.executable, os.path.abspath(__file__), "--worker=ours", f"--shape={shape}",
         f"--base_vocab={args.base_vocab}", f"--tiny_vocab={args.tiny_vocab}"] + common
   if shape in REAL_DATA:
     me += [f"--vocab_model={args.vocab_model}", f"--multi30k_dir={args.multi30k_dir}",
            f"--packed_length={args.packed_length}"]
   out = []
-  for i, (dtype, xla, devices, accumulate) in enumerate(ours_variants(args)):
-    label = (f"t2tlite {dtype} xla={'on' if xla else 'off'}" +
+  variants = ours_variants(args)
+  for i, variant in enumerate(variants):
+    dtype, xla, devices, accumulate, backend = variant
+    compiled = "jax jax.jit" if backend == "jax" else f"xla={'on' if xla else 'off'}"
+    label = (f"t2tlite {dtype} {compiled}" +
              (f" {devices} devices" if devices != 1 else "") +
              (f" accumulate {accumulate}" if accumulate != 1 else ""))
-    out.append((variant_key(i, (dtype, xla, devices, accumulate)), label, me + [
-        f"--dtype={dtype}", f"--xla={xla}", f"--devices={devices}",
-        f"--accumulate={accumulate}"]))
+    out.append((variant_key(i, variant, variants[0]), label, me + [
+        f"--backend={backend}", f"--dtype={dtype}", f"--xla={xla}", f"--devices={devices}",
+        f"--accumulate={accumulate}"], {"KERAS_BACKEND": backend}))
   if shape in REAL_DATA:  # Ours only: the peers train on random ids.
     return out
   amps = [x for x in args.torch_amp.split(",") if x] if args.torch_python else []
   for i, amp in enumerate(amps):
-    out.append(("torch" if i == 0 else f"torch_{amp}", f"torch.nn.Transformer amp={amp}", [
+    compiled = " torch.compile" if args.torch_compile else ""
+    out.append(("torch" if i == 0 else f"torch_{amp}",
+                f"torch.nn.Transformer amp={amp}{compiled} {args.torch_device}", [
         args.torch_python, TORCH_PEER, "--d_model", str(hp.d_model),
         "--num_heads", str(hp.num_heads), "--d_ff", str(hp.d_ff),
         "--num_encoder_layers", str(hp.num_encoder_layers),
@@ -370,12 +516,18 @@ def systems_for(args, shape):
         "--dropout", str(hp.dropout), "--attention_dropout", str(hp.attention_dropout),
         "--relu_dropout", str(hp.relu_dropout), "--attn_bias", str(int(hp.attention_use_bias)),
         "--label_smoothing", str(hp.label_smoothing), "--threads", str(args.torch_threads),
-        "--amp", amp] + common))
+        "--amp", amp, "--device", args.torch_device,
+        "--compile", str(int(args.torch_compile))] + common, None))
   if args.tfm_python and shape == "base":
     for policy in [x for x in args.tfm_policies.split(",") if x]:
       out.append((f"tfm_{policy}", f"Model Garden {policy}", [
           args.tfm_python, args.tfm_script, "--config", "base", "--mode", "train", "--jit", "0",
-          "--policy", policy, "--norm_first", str(args.tfm_norm_first)] + common))
+          "--policy", policy, "--norm_first", str(args.tfm_norm_first)] + common, None))
+  if args.stock_keras_script and shape == "base" and case.src_len == case.tgt_len:
+    # gpu_peers.py takes its batch from the environment and writes its result file itself.
+    out.append(("keras_stock", "stock Keras 3 layers, JAX, mixed_bfloat16",
+                [args.stock_keras_python, args.stock_keras_script, "keras_jax", os.devnull],
+                {"B": str(case.batch), "S": str(case.src_len), "KERAS_BACKEND": "jax"}))
   return out
 
 
@@ -384,36 +536,50 @@ def median_or_none(xs):
   return statistics.median(xs) if xs else None
 
 
+def case_flops(args, case):
+  """Matmul FLOPs of one training step of `case` (the same formula for every system)."""
+  hp = hparams_for(args, case.shape)
+  return train_flops_per_step(case.batch, case.src_len, case.tgt_len, hp.d_model, hp.d_ff,
+                              hp.num_encoder_layers, hp.num_decoder_layers,
+                              vocab_for(args, case.shape))
+
+
 def main(args):
-  shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-  for s in shapes:
-    if s not in SHAPES:
-      sys.exit(f"unknown shape {s!r}; choose from {sorted(SHAPES)}")
+  run_cases = cases(args)
   scratch = None
-  if any(s in REAL_DATA for s in shapes) and not args.vocab_model:
+  if any(c.shape in REAL_DATA for c in run_cases) and not args.vocab_model:
     import tempfile
     scratch = tempfile.mkdtemp(prefix="train_throughput_")
     args.vocab_model = learn_multi30k_vocabulary(args, scratch)
-  plan = {s: systems_for(args, s) for s in shapes}
+  plan = {c.name: systems_for(args, c) for c in run_cases}
   started = datetime.datetime.now().astimezone()
-  print(f"train throughput, {started:%Y-%m-%d %H:%M %Z}; machine: {machine_info()}")
-  raw = {s: {key: [] for key, _, _ in plan[s]} for s in shapes}
-  labels = {s: {key: label for key, label, _ in plan[s]} for s in shapes}
+  print(f"train throughput, {started:%Y-%m-%d %H:%M %Z}; ours on {args.backend}; "
+        f"machine: {machine_info()}")
+  raw = {c.name: {key: [] for key, _, _, _ in plan[c.name]} for c in run_cases}
+  labels = {c.name: {key: label for key, label, _, _ in plan[c.name]} for c in run_cases}
   for r in range(args.rounds):
-    for s in shapes:
-      print(f"round {r + 1}/{args.rounds}, shape {s}:")
-      for key, label, cmd in plan[s]:
-        raw[s][key].append(run_subprocess(label, cmd, args))
+    for c in run_cases:
+      print(f"round {r + 1}/{args.rounds}, {c.name} ({c.batch} x {c.src_len} -> {c.tgt_len}):")
+      for key, label, cmd, env in plan[c.name]:
+        raw[c.name][key].append(run_subprocess(label, cmd, args, env))
 
   if scratch:
     import shutil
     shutil.rmtree(scratch, ignore_errors=True)
   summary = {}
-  for s in shapes:
+  for c in run_cases:
+    s = c.name
     tok = {k: [m.get("tgt_tok_per_s") for m in v] for k, v in raw[s].items()}
     other = {k: [m.get("foreign_cores_during") for m in v] for k, v in raw[s].items()}
-    sysm = {k: dict(label=labels[s][k], median_tgt_tok_per_s=median_or_none(v),
-                    per_round=v, foreign_cores_per_round=other[k]) for k, v in tok.items()}
+    flops_per_token = case_flops(args, c) / (c.batch * c.tgt_len)
+    sysm = {}
+    for k, v in tok.items():
+      med = median_or_none(v)
+      sysm[k] = dict(label=labels[s][k], median_tgt_tok_per_s=med, per_round=v,
+                     foreign_cores_per_round=other[k],
+                     tflops=None if med is None else med * flops_per_token / 1e12)
+      if args.peak_tflops and med is not None:
+        sysm[k]["mfu"] = sysm[k]["tflops"] / args.peak_tflops
     ratios = {}  # each configuration of ours against every peer; the main one against all
     for o in [k for k in tok if k.startswith("ours")]:
       for k in tok:
@@ -421,20 +587,28 @@ def main(args):
           continue
         per_round = [x / y if (x and y) else None for x, y in zip(tok[o], tok[k])]
         ratios[f"{o}/{k}"] = dict(per_round=per_round, median=median_or_none(per_round))
-    summary[s] = dict(systems=sysm, ratios=ratios)
+    summary[s] = dict(case=c._asdict(), flops_per_step=case_flops(args, c), systems=sysm,
+                      ratios=ratios)
 
   print()
-  print(f"Training target tokens/s, batch {args.batch} x src {args.src_len} x tgt "
-        f"{args.tgt_len}, median of {args.rounds} interleaved rounds")
-  for s in shapes:
-    w, n = steps_for(args, s)
-    print(f"\n[{s}] {SHAPES[s][0]}, vocab {vocab_for(args, s)}, {w} warm-up + {n} timed steps")
-    print(f"  {'system':40s} {'tgt tok/s':>10s}   per round   (cores used by other processes)")
+  print(f"Training target tokens/s (ours on {args.backend}), median of {args.rounds} "
+        f"interleaved rounds")
+  for c in run_cases:
+    s = c.name
+    w, n = steps_for(args, c.shape)
+    print(f"\n[{s}] {SHAPES[c.shape][0]}, vocab {vocab_for(args, c.shape)}, batch {c.batch} x src "
+          f"{c.src_len} x tgt {c.tgt_len}, {w} warm-up + {n} timed steps")
+    mfu_head = f" {'MFU':>6s}" if args.peak_tflops else ""
+    print(f"  {'system':44s} {'tgt tok/s':>10s} {'TFLOP/s':>8s}{mfu_head}   per round   "
+          f"(cores used by other processes)")
     for k, m in summary[s]["systems"].items():
       med = m["median_tgt_tok_per_s"]
       pr = ", ".join("-" if x is None else f"{x:.1f}" for x in m["per_round"])
       fo = ", ".join("-" if x is None else f"{x:.2f}" for x in m["foreign_cores_per_round"])
-      print(f"  {m['label']:40s} {'-' if med is None else f'{med:.1f}':>10s}   [{pr}]   ({fo})")
+      tf_s = "-" if m["tflops"] is None else f"{m['tflops']:.3f}"
+      mfu = (f" {m['mfu']:6.1%}" if "mfu" in m else f" {'-':>6s}") if args.peak_tflops else ""
+      print(f"  {m['label']:44s} {'-' if med is None else f'{med:.1f}':>10s} {tf_s:>8s}{mfu}"
+            f"   [{pr}]   ({fo})")
       contended = max([x for x in m["foreign_cores_per_round"] if x is not None] or [0.0])
       if contended > 0.3:
         print(f"    ^ WARNING: other processes used up to {contended:.2f} of "
@@ -442,9 +616,9 @@ def main(args):
     for k, rt in summary[s]["ratios"].items():
       med = rt["median"]
       pr = ", ".join("-" if x is None else f"{x:.3f}" for x in rt["per_round"])
-      print(f"  ratio {k:34s} {'-' if med is None else f'{med:.3f}':>10s}   [{pr}]")
+      print(f"  ratio {k:38s} {'-' if med is None else f'{med:.3f}':>10s}   [{pr}]")
 
-  if "multi30k" in shapes and "multi30k_packed" in shapes:
+  if "multi30k" in raw and "multi30k_packed" in raw:
     tok = {s: [m.get("tgt_tok_per_s") for m in raw[s]["ours"]] for s in REAL_DATA}
     eff = {s: [m.get("target_efficiency") for m in raw[s]["ours"]] for s in REAL_DATA}
     per_round = [x / y if (x and y) else None for x, y in zip(tok["multi30k_packed"],
@@ -468,6 +642,9 @@ def main(args):
 
 if __name__ == "__main__":
   ARGS = parse_args()
+  # Keras reads its backend once, at first import: set it before anything imports keras (a
+  # worker gets its own in its environment too). The driver needs keras for the hparams only.
+  os.environ["KERAS_BACKEND"] = backends_of(ARGS)[0]
   if ARGS.worker == "ours":
     print(json.dumps(run_ours(ARGS)))
   else:

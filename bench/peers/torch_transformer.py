@@ -17,6 +17,10 @@ of the t2tlite hparams set being compared, so the two models are the same networ
   * label-smoothed cross entropy (torch's `label_smoothing`, 0.1) over all target positions;
   * Adam(beta1 0.9, beta2 0.98, eps 1e-9), constant LR (the schedule costs nothing measurable).
 
+Where it runs: `--device cpu` (default; `--threads` intra-op threads) or `--device cuda` (a GPU
+machine, with fused Adam); `--compile 1` wraps the model in `torch.compile` (the first warm-up
+steps then include compilation), the configuration the backends issue compares against.
+
 Data: random ids in [2, V), no padding: src [B, S], decoder input [B, T], labels [B, T].
 One step = zero_grad, forward, loss, backward, optimizer step, loss.item() (a sync).
 Timing: wall-clock per step; the median over --steps timed steps after --warmup steps.
@@ -54,6 +58,8 @@ p.add_argument("--steps", type=int, default=5)
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--amp", default="none", choices=["none", "bf16"])
 p.add_argument("--seed", type=int, default=0)
+p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+p.add_argument("--compile", type=int, default=0, help="1 = torch.compile the model")
 a = p.parse_args()
 
 torch.set_num_threads(a.threads)
@@ -97,27 +103,27 @@ class Model(nn.Module):
 
   def forward(self, src, tgt_in):
     T = tgt_in.shape[1]
-    mask = nn.Transformer.generate_square_subsequent_mask(T)
+    mask = nn.Transformer.generate_square_subsequent_mask(T, device=tgt_in.device)
     h = self.tf(self.embed(src), self.embed(tgt_in), tgt_mask=mask, tgt_is_causal=True)
     return h @ self.emb.weight.t()  # tied pre-softmax projection
 
 
-m = Model()
+m = Model().to(a.device)
 m.train()
-opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                       fused=(a.device == "cuda"))
+forward = torch.compile(m) if a.compile else m
 lossf = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
 B, S, T = a.batch, a.src_len, a.tgt_len
 g = torch.Generator().manual_seed(1)
-src = torch.randint(2, V, (B, S), generator=g)
-tgt_in = torch.randint(2, V, (B, T), generator=g)
-labels = torch.randint(2, V, (B, T), generator=g)
+src, tgt_in, labels = (torch.randint(2, V, (B, n), generator=g).to(a.device) for n in (S, T, T))
 
 times, warm_times, losses = [], [], []
 for i in range(a.warmup + a.steps):
   t0 = time.perf_counter()
   opt.zero_grad(set_to_none=True)
-  with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(a.amp == "bf16")):
-    out = m(src, tgt_in)
+  with torch.autocast(a.device, dtype=torch.bfloat16, enabled=(a.amp == "bf16")):
+    out = forward(src, tgt_in)
   loss = lossf(out.float().reshape(-1, V), labels.reshape(-1))
   loss.backward()
   opt.step()
@@ -130,6 +136,7 @@ for i in range(a.warmup + a.steps):
 med = statistics.median(times)
 print(json.dumps(dict(
     system="torch.nn.Transformer", torch=torch.__version__, threads=torch.get_num_threads(),
+    device=torch.cuda.get_device_name() if a.device == "cuda" else "cpu", compiled=bool(a.compile),
     amp=a.amp, params=sum(q.numel() for q in m.parameters()),
     dropout=dict(residual=a.dropout, attention=att_drop, relu=relu_drop), attn_bias=bool(a.attn_bias),
     batch=B, src_len=S, tgt_len=T, warmup=a.warmup, warmup_step_times_s=warm_times, step_times_s=times, median_step_s=med,
