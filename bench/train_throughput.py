@@ -536,6 +536,12 @@ def median_or_none(xs):
   return statistics.median(xs) if xs else None
 
 
+def describe_batch(case):
+  if case.shape in REAL_DATA:
+    return "the trainer's Multi30k train batches"
+  return f"batch {case.batch} x src {case.src_len} x tgt {case.tgt_len}"
+
+
 def case_flops(args, case):
   """Matmul FLOPs of one training step of `case` (the same formula for every system)."""
   hp = hparams_for(args, case.shape)
@@ -559,7 +565,7 @@ def main(args):
   labels = {c.name: {key: label for key, label, _, _ in plan[c.name]} for c in run_cases}
   for r in range(args.rounds):
     for c in run_cases:
-      print(f"round {r + 1}/{args.rounds}, {c.name} ({c.batch} x {c.src_len} -> {c.tgt_len}):")
+      print(f"round {r + 1}/{args.rounds}, {c.name} ({describe_batch(c)}):")
       for key, label, cmd, env in plan[c.name]:
         raw[c.name][key].append(run_subprocess(label, cmd, args, env))
 
@@ -596,8 +602,8 @@ def main(args):
   for c in run_cases:
     s = c.name
     w, n = steps_for(args, c.shape)
-    print(f"\n[{s}] {SHAPES[c.shape][0]}, vocab {vocab_for(args, c.shape)}, batch {c.batch} x src "
-          f"{c.src_len} x tgt {c.tgt_len}, {w} warm-up + {n} timed steps")
+    print(f"\n[{s}] {SHAPES[c.shape][0]}, vocab {vocab_for(args, c.shape)}, {describe_batch(c)}, "
+          f"{w} warm-up + {n} timed steps")
     mfu_head = f" {'MFU':>6s}" if args.peak_tflops else ""
     print(f"  {'system':44s} {'tgt tok/s':>10s} {'TFLOP/s':>8s}{mfu_head}   per round   "
           f"(cores used by other processes)")
