@@ -581,11 +581,15 @@ def main(args):
     sysm = {}
     for k, v in tok.items():
       med = median_or_none(v)
+      if c.shape in REAL_DATA:  # Batches of many shapes: the worker summed their FLOPs.
+        tflops = median_or_none([m.get("achieved_gflops") for m in raw[s][k]])
+        tflops = None if tflops is None else tflops / 1e3
+      else:
+        tflops = None if med is None else med * flops_per_token / 1e12
       sysm[k] = dict(label=labels[s][k], median_tgt_tok_per_s=med, per_round=v,
-                     foreign_cores_per_round=other[k],
-                     tflops=None if med is None else med * flops_per_token / 1e12)
-      if args.peak_tflops and med is not None:
-        sysm[k]["mfu"] = sysm[k]["tflops"] / args.peak_tflops
+                     foreign_cores_per_round=other[k], tflops=tflops)
+      if args.peak_tflops and tflops is not None:
+        sysm[k]["mfu"] = tflops / args.peak_tflops
     ratios = {}  # each configuration of ours against every peer; the main one against all
     for o in [k for k in tok if k.startswith("ours")]:
       for k in tok:
@@ -593,8 +597,8 @@ def main(args):
           continue
         per_round = [x / y if (x and y) else None for x, y in zip(tok[o], tok[k])]
         ratios[f"{o}/{k}"] = dict(per_round=per_round, median=median_or_none(per_round))
-    summary[s] = dict(case=c._asdict(), flops_per_step=case_flops(args, c), systems=sysm,
-                      ratios=ratios)
+    summary[s] = dict(case=c._asdict(), systems=sysm, ratios=ratios,
+                      flops_per_step=None if c.shape in REAL_DATA else case_flops(args, c))
 
   print()
   print(f"Training target tokens/s (ours on {args.backend}), median of {args.rounds} "
