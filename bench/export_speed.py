@@ -24,15 +24,18 @@ What is measured
        own pieces counted with the vocabulary in the export's assets) and
        sends requests of --client_batch (64) lines to the `serving_default`
        signature.
-   sentences/s = lines / median pass time; ratio = export / in-process. The
-   outputs of both are compared line by line (reported: identical lines).
+   sentences/s = lines / median pass time; ratio = export / in-process. Both
+   sides stay loaded in their own processes and their timed passes alternate
+   (AB, BA, AB, ...), so each pair runs in the same minutes: ratio_per_pass and
+   its median are the drift-proof figures. The outputs of both are compared
+   line by line (reported: identical lines).
 3. Latency of the export: one line per request, the first --latency_lines
    lines, after one untimed pass over them; p50 and p95 of the wall time of
    the call, in milliseconds.
 
-Every side runs in its own subprocess of this script (`--worker`), one after
-the other; pin the whole run to one core (taskset) and keep the host quiet, or
-say it was not.
+Each side runs in its own subprocess of this script (`--worker`), both alive
+at once but never computing at the same time; pin the whole run to one core
+(taskset) and keep the host quiet, or say it was not.
 
   taskset -c 0 env TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \\
     python bench/export_speed.py --problem=multi30k_ende --data_dir=DATA --output_dir=RUN
@@ -56,22 +59,26 @@ def _lines(args):
     return f.read().split("\n")[:-1][:args.lines]
 
 
-def worker_inprocess(args):
-  from t2tlite import registry
-  from t2tlite.decoding.loading import load_pipeline
-  registry.load_all()
-  pipeline, checkpoint = load_pipeline(args.output_dir, registry.problem(args.problem),
-                                       args.data_dir, args.decode_hparams, args.checkpoint_path)
-  lines = _lines(args)
-  start = time.perf_counter()
-  pipeline.decode(lines)
-  warm = time.perf_counter() - start
-  times = []
-  for _ in range(args.reps):
-    start = time.perf_counter()
-    decoded = pipeline.decode(lines)
-    times.append(time.perf_counter() - start)
-  return dict(checkpoint=checkpoint, warmup_s=warm, times=times, outputs=decoded.lines)
+class InProcessSide:
+  """t2t-decoder's own path: `DecodePipeline.decode` over all the lines, its batching."""
+
+  def __init__(self, args):
+    from t2tlite import registry
+    from t2tlite.decoding.loading import load_pipeline
+    registry.load_all()
+    self.pipeline, self.checkpoint = load_pipeline(
+        args.output_dir, registry.problem(args.problem), args.data_dir, args.decode_hparams,
+        args.checkpoint_path)
+    self.lines = _lines(args)
+
+  def one_pass(self):
+    return self.pipeline.decode(self.lines).lines
+
+  def latency(self):
+    return []
+
+  def info(self):
+    return dict(checkpoint=self.checkpoint)
 
 
 def _client_length(args, lines):
@@ -96,51 +103,95 @@ def _client_length(args, lines):
   return lambda i: int(counts[i])
 
 
-def worker_export(args):
-  import tensorflow as tf
-  import tensorflow_text  # noqa: F401
-  serve = tf.saved_model.load(args.export).signatures["serving_default"]
-  lines = _lines(args)
-  order = sorted(range(len(lines)), key=_client_length(args, lines))
-  batches = [order[i:i + args.client_batch] for i in range(0, len(order), args.client_batch)]
+class ExportSide:
+  """A client of the SavedModel that imports only tensorflow and tensorflow_text."""
 
-  def one_pass():
-    outputs = [None] * len(lines)
-    for batch in batches:
-      texts = serve(inputs=tf.constant([lines[i] for i in batch]))["outputs"].numpy()
-      for i, text in zip(batch, texts):
+  def __init__(self, args):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    self.tf = tf
+    self.serve = tf.saved_model.load(args.export).signatures["serving_default"]
+    self.lines = _lines(args)
+    order = sorted(range(len(self.lines)), key=_client_length(args, self.lines))
+    self.batches = [order[i:i + args.client_batch]
+                    for i in range(0, len(order), args.client_batch)]
+    self.latency_lines = args.latency_lines
+
+  def one_pass(self):
+    outputs = [None] * len(self.lines)
+    for batch in self.batches:
+      texts = self.serve(inputs=self.tf.constant([self.lines[i] for i in batch]))["outputs"]
+      for i, text in zip(batch, texts.numpy()):
         outputs[i] = text.decode("utf-8")
     return outputs
 
-  start = time.perf_counter()
-  one_pass()
-  warm = time.perf_counter() - start
-  times = []
-  for _ in range(args.reps):
-    start = time.perf_counter()
-    outputs = one_pass()
-    times.append(time.perf_counter() - start)
-  single = lines[:args.latency_lines]
-  for line in single:  # Warm: every single-line width traced and compiled.
-    serve(inputs=tf.constant([line]))
-  latency = []
-  for line in single:
-    start = time.perf_counter()
-    serve(inputs=tf.constant([line]))["outputs"].numpy()
-    latency.append(time.perf_counter() - start)
-  foreign = [m for m in sys.modules if m.split(".")[0] == "t2tlite"]  # Must stay empty.
-  return dict(warmup_s=warm, times=times, outputs=outputs, latency=latency,
-              foreign_modules=foreign[:5])
+  def latency(self):
+    """Seconds per call of one line per request, after one untimed call per line."""
+    single = self.lines[:self.latency_lines]
+    for line in single:  # Warm: every single-line width traced and compiled.
+      self.serve(inputs=self.tf.constant([line]))
+    times = []
+    for line in single:
+      start = time.perf_counter()
+      self.serve(inputs=self.tf.constant([line]))["outputs"].numpy()
+      times.append(time.perf_counter() - start)
+    return times
+
+  def info(self):
+    # Must stay empty: the client runs without t2tlite.
+    return dict(foreign_modules=[m for m in sys.modules if m.split(".")[0] == "t2tlite"][:5])
 
 
-def _worker(args, kind, **extra):
-  cmd = [sys.executable, os.path.abspath(__file__), f"--worker={kind}"] + [
-      f"--{k}={v}" for k, v in dict(vars(args), **extra).items()
-      if v is not None and k != "worker"]
-  proc = subprocess.run(cmd, capture_output=True, text=True)
-  if proc.returncode != 0:
-    sys.exit(f"worker {kind} failed:\n{proc.stderr[-3000:]}")
-  return json.loads(proc.stdout.splitlines()[-1])
+def serve_worker(side):
+  """Answers the driver's commands on stdin, one JSON line each on stdout.
+
+  warm / pass: one pass over the lines, its seconds (the outputs with "pass");
+  latency: the single-line call times; info: what the side reports about itself.
+  The driver keeps both sides alive and alternates their passes, so each pair
+  of passes runs in the same minutes on a host whose speed drifts.
+  """
+  for command in sys.stdin:
+    command = command.strip()
+    if command in ("warm", "pass"):
+      start = time.perf_counter()
+      outputs = side.one_pass()
+      reply = dict(seconds=time.perf_counter() - start)
+      if command == "pass":
+        reply["outputs"] = outputs
+    elif command == "latency":
+      reply = dict(latency=side.latency())
+    elif command == "info":
+      reply = side.info()
+    else:
+      break
+    print(json.dumps(reply), flush=True)
+
+
+class Worker:
+  """One side in its own process (its own TensorFlow runtime), driven line by line."""
+
+  def __init__(self, args, kind, **extra):
+    cmd = [sys.executable, os.path.abspath(__file__), f"--worker={kind}"] + [
+        f"--{k}={v}" for k, v in dict(vars(args), **extra).items()
+        if v is not None and k != "worker"]
+    self.kind = kind
+    self.stderr = tempfile.TemporaryFile(mode="w+")
+    self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=self.stderr, text=True)
+
+  def ask(self, command):
+    self.proc.stdin.write(command + "\n")
+    self.proc.stdin.flush()
+    line = self.proc.stdout.readline()
+    if not line:
+      self.proc.wait()
+      self.stderr.seek(0)
+      sys.exit(f"worker {self.kind} failed ({self.proc.returncode}):\n{self.stderr.read()[-3000:]}")
+    return json.loads(line)
+
+  def close(self):
+    self.proc.stdin.close()
+    self.proc.wait()
 
 
 def _size(path):
@@ -175,8 +226,7 @@ def main():
   parser.add_argument("--json", default=None, help="Also write the results here.")
   args = parser.parse_args()
   if args.worker:
-    result = {"inprocess": worker_inprocess, "export": worker_export}[args.worker](args)
-    print(json.dumps(result))
+    serve_worker({"inprocess": InProcessSide, "export": ExportSide}[args.worker](args))
     return
 
   export_dir = tempfile.mkdtemp(prefix="export_speed-")
@@ -196,26 +246,43 @@ def main():
     info = json.load(f)
   sizes = _size(version)
 
-  inproc = _worker(args, "inprocess")
-  exported = _worker(args, "export", export=version)
-  n = len(inproc["outputs"])
-  in_rate = n / statistics.median(inproc["times"])
-  ex_rate = n / statistics.median(exported["times"])
-  same = sum(a == b for a, b in zip(inproc["outputs"], exported["outputs"]))
-  latency_ms = [1000 * t for t in exported["latency"]]
+  inproc = Worker(args, "inprocess")
+  exported = Worker(args, "export", export=version)
+  warm = {w.kind: w.ask("warm")["seconds"] for w in (inproc, exported)}  # Traced and compiled.
+  times = {inproc.kind: [], exported.kind: []}
+  outputs = {}
+  for rep in range(args.reps):  # Alternating: AB, BA, AB, ... so neither side always goes first.
+    for w in ((inproc, exported) if rep % 2 == 0 else (exported, inproc)):
+      reply = w.ask("pass")
+      times[w.kind].append(reply["seconds"])
+      outputs[w.kind] = reply["outputs"]
+    print(f"pass {rep + 1}/{args.reps}: in-process {times['inprocess'][-1]:.2f}s, export "
+          f"{times['export'][-1]:.2f}s", file=sys.stderr, flush=True)
+  latency_ms = [1000 * t for t in exported.ask("latency")["latency"]]
+  in_info, ex_info = inproc.ask("info"), exported.ask("info")
+  inproc.close()
+  exported.close()
+  n = len(outputs["inprocess"])
+  in_rate = n / statistics.median(times["inprocess"])
+  ex_rate = n / statistics.median(times["export"])
+  per_pass = [i / e for i, e in zip(times["inprocess"], times["export"])]  # export / in-process
+  same = sum(a == b for a, b in zip(outputs["inprocess"], outputs["export"]))
   result = dict(
-      checkpoint=inproc["checkpoint"], decode_hparams=info["decode_hparams"], lines=n,
+      checkpoint=in_info["checkpoint"], decode_hparams=info["decode_hparams"], lines=n,
       export_command_s=round(command_s, 1), export_save_s=info["seconds"],
       export_mb=round(sum(sizes.values()) / 2**20, 2),
       export_parts_mb={k: round(v / 2**20, 3) for k, v in sorted(sizes.items())},
       inprocess_sentences_per_s=round(in_rate, 2), export_sentences_per_s=round(ex_rate, 2),
-      ratio=round(ex_rate / in_rate, 3), client_batch=args.client_batch,
+      ratio=round(ex_rate / in_rate, 3),
+      ratio_per_pass=[round(r, 3) for r in per_pass],
+      ratio_median_of_passes=round(statistics.median(per_pass), 3),
+      seconds_per_pass={k: [round(t, 2) for t in v] for k, v in times.items()},
+      client_batch=args.client_batch,
       client_sort=args.client_sort,
-      identical_lines=f"{same}/{n}", warmup_s=dict(inprocess=round(inproc["warmup_s"], 1),
-                                                   export=round(exported["warmup_s"], 1)),
+      identical_lines=f"{same}/{n}", warmup_s={k: round(v, 1) for k, v in warm.items()},
       latency_ms=dict(p50=round(_percentile(latency_ms, 50), 1),
                       p95=round(_percentile(latency_ms, 95), 1), lines=len(latency_ms)),
-      client_foreign_modules=exported["foreign_modules"])
+      client_foreign_modules=ex_info["foreign_modules"])
   print(json.dumps(result, indent=2))
   if args.json:
     with open(args.json, "w") as f:
