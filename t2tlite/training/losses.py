@@ -35,18 +35,35 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
     labels: int32 [batch, length].
     label_smoothing: eps_ls in [0, 1).
   Returns:
-    (smoothed_xent, nll), each float32 [batch, length]. Without building the
-    [b, t, V] one-hot: xent = -(conf - low) log p_y - low * sum_v log p_v.
+    (smoothed_xent, nll), each float32 [batch, length].
+  """
+  xent, nll, _ = _smoothed_terms(logits, labels, label_smoothing)
+  return xent, nll
+
+
+def _smoothed_terms(logits, labels, label_smoothing):
+  """(smoothed_xent, nll, log_probs): smoothed_cross_entropy's pair and the float32
+  [batch, length, vocab] log-softmax they come from (the accuracy reads it too).
+
+  The loss is -sum_v q_v log p_v with the smoothed target q = low + (conf -
+  low) * onehot(y), a dense product whose gradient is another dense product.
+  Picking log p_y with a gather instead (take_along_axis) costs little forward,
+  but on TensorFlow its gradient is an UnsortedSegmentSum into a zeroed [batch x
+  length x vocab] buffer: a profile of the uncompiled CPU step showed it at 13%
+  of the whole step (bench/step_profile.py). The NLL, a metric with no
+  gradient, keeps the gather.
   """
   log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
   vocab_size = logits.shape[-1]  # Static: the model's vocabulary.
   confidence = 1.0 - label_smoothing
   low_confidence = label_smoothing / (vocab_size - 1.0)
+  labels = ops.cast(labels, "int32")
+  smoothed = ops.one_hot(labels, vocab_size, dtype="float32") * (
+      confidence - low_confidence) + low_confidence
+  xent = -ops.sum(smoothed * log_probs, axis=-1)
   log_p_true = ops.take_along_axis(
-      log_probs, ops.expand_dims(ops.cast(labels, "int32"), -1), axis=-1)[..., 0]  # [b, t]
-  xent = -(confidence - low_confidence) * log_p_true - low_confidence * ops.sum(
-      log_probs, axis=-1)
-  return xent, -log_p_true
+      ops.stop_gradient(log_probs), ops.expand_dims(labels, -1), axis=-1)[..., 0]  # [b, t]
+  return xent, -log_p_true, log_probs
 
 
 def token_loss_sums(logits, labels, label_smoothing, segments=None) -> TokenLossSums:
@@ -57,10 +74,12 @@ def token_loss_sums(logits, labels, label_smoothing, segments=None) -> TokenLoss
   per row. The token sums do not depend on it.
   """
   weights = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # [b, t]
-  xent, nll = smoothed_cross_entropy(logits, labels, label_smoothing)
-  predicted = ops.argmax(logits, axis=-1)
-  right = ops.cast(ops.equal(ops.cast(predicted, "int32"), ops.cast(labels, "int32")),
-                   "float32") * weights
+  xent, nll, log_probs = _smoothed_terms(logits, labels, label_smoothing)
+  # Right when the true token scores highest: argmax's answer wherever the maximum is unique
+  # (float logits do not tie in practice), without an argmax over the vocabulary (Keras's
+  # TensorFlow argmax adds a -0.0 fix that costs four more passes over [batch, length, vocab]).
+  best = ops.max(ops.stop_gradient(log_probs), axis=-1)
+  right = ops.cast(ops.greater_equal(-nll, best), "float32") * weights
   if segments is None:
     real_per_sequence = ops.sum(weights, axis=1)
     has_tokens = ops.cast(real_per_sequence > 0, "float32")

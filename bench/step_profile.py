@@ -1,0 +1,165 @@
+"""Where one training step's time goes: the TF profiler's op self-times, grouped by what they do.
+
+Why
+---
+Before making the step faster, say where its time goes (matmuls, the softmax
+over the vocabulary, layer norm, dropout masks, the optimizer, casts). This
+runs the exact step t2t-trainer runs (`make_train_step` on `Transformer`, as
+bench/train_throughput.py does) on random ids, profiles --steps steps with
+`tf.profiler.experimental` after --warmup untimed ones, and converts the trace
+with the profiler's own converter (`xprof`, from the
+`tensorboard-plugin-profile` package: `pip install tensorboard-plugin-profile`,
+which also shows the same trace in TensorBoard's Profile tab).
+
+Groups (first match wins, by TensorFlow op type and name scope):
+  matmul        MatMul, BatchMatMul*, Einsum, _FusedMatMul (every projection, attention's
+                QK^T and AV, the tied output projection over the vocabulary)
+  loss over V   everything outside the model and the optimizer: log-softmax, the target
+                log-probability, argmax accuracy and their gradients over [batch, length, vocab]
+  attn softmax  Softmax (and its gradient's ops) inside the attention layers
+  layer norm    ops inside the *_norm layers
+  dropout       random-number ops and ops inside dropout scopes
+  optimizer     Adam, the global gradient norm, variable updates
+  cast          Cast
+  embedding     the rest of the shared embedding's ops (gather and its gradient)
+  other         the remainder (residual adds, reshapes, transposes, masks)
+Shares are of the summed op self-time (idle excluded). Only the uncompiled step
+(--xla false, the trainer's CPU default) can be broken down this way: with XLA
+the whole update is one compiled op in the trace.
+
+  python bench/step_profile.py --shape base --steps 3 --output_json profile.json
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+SHAPES = {"base": ("transformer_base", 37000), "tiny": ("transformer_tiny", 8000)}
+GROUPS = ("matmul", "loss over V", "attn softmax", "layer norm", "dropout", "optimizer", "cast",
+          "embedding", "other")
+MATMUL_TYPES = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum",
+                "_FusedMatMul")
+RANDOM_TYPES = ("StatelessRandomUniformV2", "StatelessRandomGetKeyCounter", "RandomUniform",
+                "StatelessRandomUniformFullIntV2", "StatelessRandomGetKeyCounterAlg")
+
+
+def group_of(op_type: str, name: str) -> str:
+  """The group of one TensorFlow op, from its type and its full name (scope path)."""
+  lowered = name.lower()
+  if op_type in MATMUL_TYPES:
+    return "matmul"
+  if op_type in RANDOM_TYPES or "dropout" in lowered:
+    return "dropout"
+  if "adam" in lowered or "global_norm" in lowered or op_type.startswith(("Assign", "ResourceApply")):
+    return "optimizer"
+  if "transformer" not in lowered:  # Not in the model: the loss, metrics and their gradients.
+    return "loss over v"
+  if "_norm" in lowered:
+    return "layer norm"
+  if "attention" in lowered and "softmax" in lowered or op_type == "Softmax":
+    return "attn softmax"
+  if op_type == "Cast":
+    return "cast"
+  if "embedding" in lowered:
+    return "embedding"
+  return "other"
+
+
+def read_op_stats(xplane_paths):
+  """[(op type, op name, self time in microseconds)] of the profile's framework op stats."""
+  from xprof.convert import raw_to_tool_data
+  data, _ = raw_to_tool_data.xspace_to_tool_data(xplane_paths, "framework_op_stats", {})
+  table = json.loads(data)[0]
+  columns = [c["id"] for c in table["cols"]]
+  rows = [dict(zip(columns, [c.get("v") if c else None for c in r["c"]])) for r in table["rows"]]
+  return [(r["type"], r["operation"], float(r["total_self_time"])) for r in rows
+          if r["type"] != "IDLE"]
+
+
+def shares(op_stats):
+  """{group: share of the summed self-time}, plus the top ops of each group."""
+  by_group = collections.Counter()
+  top = collections.defaultdict(collections.Counter)
+  for op_type, name, micros in op_stats:
+    group = group_of(op_type, name)
+    by_group[group] += micros
+    top[group][op_type] += micros
+  total = sum(by_group.values())
+  return total, {g: dict(share=by_group[g.lower()] / total if total else 0.0,
+                         ms=by_group[g.lower()] / 1e3,
+                         top_ops={k: round(v / total, 4) for k, v in top[g.lower()].most_common(5)})
+                 for g in GROUPS}
+
+
+def profile(args):
+  import numpy as np
+  import tensorflow as tf
+  import keras
+  from t2tlite import registry
+  from t2tlite.models.transformer import Transformer
+  from t2tlite.training import distribution
+  from t2tlite.training.optimization import make_optimizer
+  from t2tlite.training.train_step import make_train_step
+
+  strategy = distribution.make_strategy(cpu_devices=1)
+  name, vocab = SHAPES[args.shape]
+  hp = registry.hparams(name).replace(input_vocab_size=vocab, target_vocab_size=vocab).override(
+      f"xla={'true' if args.xla else 'false'},dtype={args.dtype}")
+  keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = Transformer(hp)
+    optimizer = make_optimizer(hp)
+    optimizer.build(model.trainable_variables)
+  step = make_train_step(model, optimizer, hp, strategy)
+  rng = np.random.default_rng(1)
+  batch = {key: tf.constant(rng.integers(2, vocab, (args.batch, args.length)), tf.int32)
+           for key in ("inputs", "targets")}
+  for i in range(args.warmup):
+    float(step(batch)["loss"])
+    print(f"warm-up step {i + 1}/{args.warmup}", file=sys.stderr, flush=True)
+  logdir = args.logdir or tempfile.mkdtemp(prefix="step_profile-")
+  tf.profiler.experimental.start(logdir)
+  for i in range(args.steps):
+    float(step(batch)["loss"])
+    print(f"profiled step {i + 1}/{args.steps}", file=sys.stderr, flush=True)
+  tf.profiler.experimental.stop()
+  return logdir, glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
+  parser.add_argument("--dtype", default="float32")
+  parser.add_argument("--xla", default="false", choices=("true", "false"))
+  parser.add_argument("--batch", type=int, default=64)
+  parser.add_argument("--length", type=int, default=32, help="source = target length")
+  parser.add_argument("--warmup", type=int, default=2)
+  parser.add_argument("--steps", type=int, default=3)
+  parser.add_argument("--logdir", default="", help="keep the trace here (TensorBoard's Profile)")
+  parser.add_argument("--output_json", default="")
+  args = parser.parse_args()
+  args.xla = args.xla == "true"
+  logdir, paths = profile(args)
+  if not paths:
+    sys.exit(f"no profile was written under {logdir}")
+  total, table = shares(read_op_stats(paths))
+  print(f"{args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, batch {args.batch} x "
+        f"{args.length}: {total / 1e3 / args.steps:.0f} ms of op self-time per step")
+  for group, row in table.items():
+    ops = ", ".join(f"{k} {v:.1%}" for k, v in row["top_ops"].items())
+    print(f"  {group:13s} {row['share']:6.1%}   {ops}")
+  if args.output_json:
+    with open(args.output_json, "w") as f:
+      json.dump(dict(flags=vars(args), logdir=logdir, ms_per_step=total / 1e3 / args.steps,
+                     groups=table), f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
