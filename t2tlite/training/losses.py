@@ -49,9 +49,9 @@ def _smoothed_terms(logits, labels, label_smoothing):
   low) * onehot(y), a dense product whose gradient is another dense product.
   Picking log p_y with a gather instead (take_along_axis) costs little forward,
   but on TensorFlow its gradient is an UnsortedSegmentSum into a zeroed [batch x
-  length x vocab] buffer: a profile of the uncompiled CPU step showed it at 13%
-  of the whole step (bench/step_profile.py). The NLL, a metric with no
-  gradient, keeps the gather.
+  length x vocab] buffer: profiles of the uncompiled CPU step put it at 6% of the
+  base step and 13% of the tiny one (bench/step_profile.py, bench/README.md).
+  The NLL, a metric with no gradient, keeps the gather.
   """
   log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
   vocab_size = logits.shape[-1]  # Static: the model's vocabulary.
