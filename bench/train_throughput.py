@@ -254,6 +254,23 @@ def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
 # --------------------------------------------------------------------------------------------
 # Worker: one measurement of t2tlite in this process.
 # --------------------------------------------------------------------------------------------
+def time_steps(step, batch, warmup, steps, tag):
+  """(timed step seconds, warm-up step seconds, per-token losses) of warmup + steps updates.
+
+  `step(batch)` returns the metric sums; reading the loss is the host sync that ends a step.
+  """
+  times, warm_times, losses = [], [], []
+  for i in range(warmup + steps):
+    t0 = time.perf_counter()
+    sums = step(batch)
+    loss = float(sums["loss"]) / float(sums["tokens"])  # host sync
+    dt = time.perf_counter() - t0
+    (times if i >= warmup else warm_times).append(dt)
+    losses.append(loss)
+    print(f"[{tag}] step {i} {dt:.3f}s loss {loss:.3f}", file=sys.stderr, flush=True)
+  return times, warm_times, losses
+
+
 def run_ours(args):
   return run_ours_jax(args) if args.backend == "jax" else run_ours_tensorflow(args)
 
@@ -286,15 +303,7 @@ def run_ours_jax(args):
   rng = np.random.default_rng(1)
   batch = {"inputs": jnp.asarray(rng.integers(2, V, (B, S)), jnp.int32),
            "targets": jnp.asarray(rng.integers(2, V, (B, T)), jnp.int32)}
-  times, warm_times, losses = [], [], []
-  for i in range(warmup + steps):
-    t0 = time.perf_counter()
-    sums = trainer.train_step(batch)
-    loss = float(sums["loss"]) / float(sums["tokens"])  # host sync
-    dt = time.perf_counter() - t0
-    (times if i >= warmup else warm_times).append(dt)
-    losses.append(loss)
-    print(f"[ours jax] step {i} {dt:.3f}s loss {loss:.3f}", file=sys.stderr, flush=True)
+  times, warm_times, losses = time_steps(trainer.train_step, batch, warmup, steps, "ours jax")
   med = statistics.median(times)
   fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
                             hp.num_decoder_layers, V)
@@ -335,15 +344,7 @@ def run_ours_tensorflow(args):
   rng = np.random.default_rng(1)
   batch = {"inputs": tf.constant(rng.integers(2, V, (B, S)), tf.int32),
            "targets": tf.constant(rng.integers(2, V, (B, T)), tf.int32)}
-  times, warm_times, losses = [], [], []
-  for i in range(warmup + steps):
-    t0 = time.perf_counter()
-    metrics = step(batch)
-    loss = float(metrics["loss"]) / float(metrics["tokens"])  # host sync
-    dt = time.perf_counter() - t0
-    (times if i >= warmup else warm_times).append(dt)
-    losses.append(loss)
-    print(f"[ours] step {i} {dt:.3f}s loss {loss:.3f}", file=sys.stderr, flush=True)
+  times, warm_times, losses = time_steps(step, batch, warmup, steps, "ours")
   med = statistics.median(times)
   fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
                             hp.num_decoder_layers, V)
