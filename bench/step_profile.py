@@ -40,7 +40,7 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-SHAPES = {"base": ("transformer_base", 37000), "tiny": ("transformer_tiny", 8000)}
+RANDOM_ID_SHAPES = ("base", "tiny")  # train_throughput.SHAPES trained on random ids.
 GROUPS = ("matmul", "loss over V", "attn softmax", "layer norm", "dropout", "optimizer", "cast",
           "embedding", "other")
 MATMUL_TYPES = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum",
@@ -56,7 +56,8 @@ def group_of(op_type: str, name: str) -> str:
     return "matmul"
   if op_type in RANDOM_TYPES or "dropout" in lowered:
     return "dropout"
-  if "adam" in lowered or "global_norm" in lowered or op_type.startswith(("Assign", "ResourceApply")):
+  if ("adam" in lowered or "global_norm" in lowered
+      or op_type.startswith(("Assign", "ResourceApply"))):
     return "optimizer"
   if "transformer" not in lowered:  # Not in the model: the loss, metrics and their gradients.
     return "loss over v"
@@ -100,23 +101,15 @@ def shares(op_stats):
 def profile(args):
   import numpy as np
   import tensorflow as tf
-  import keras
   from t2tlite import registry
-  from t2tlite.models.transformer import Transformer
   from t2tlite.training import distribution
-  from t2tlite.training.optimization import make_optimizer
-  from t2tlite.training.train_step import make_train_step
+  from train_throughput import SHAPES, build_tf_step
 
   strategy = distribution.make_strategy(cpu_devices=1)
-  name, vocab = SHAPES[args.shape]
+  name, vocab = SHAPES[args.shape][:2]
   hp = registry.hparams(name).replace(input_vocab_size=vocab, target_vocab_size=vocab).override(
       f"xla={'true' if args.xla else 'false'},dtype={args.dtype}")
-  keras.utils.set_random_seed(0)
-  with strategy.scope():
-    model = Transformer(hp)
-    optimizer = make_optimizer(hp)
-    optimizer.build(model.trainable_variables)
-  step = make_train_step(model, optimizer, hp, strategy)
+  _, step = build_tf_step(hp, strategy)
   rng = np.random.default_rng(1)
   batch = {key: tf.constant(rng.integers(2, vocab, (args.batch, args.length)), tf.int32)
            for key in ("inputs", "targets")}
@@ -135,7 +128,7 @@ def profile(args):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--shape", default="base", choices=sorted(SHAPES))
+  parser.add_argument("--shape", default="base", choices=RANDOM_ID_SHAPES)
   parser.add_argument("--dtype", default="float32")
   parser.add_argument("--xla", default="false", choices=("true", "false"))
   parser.add_argument("--batch", type=int, default=64)

@@ -251,6 +251,12 @@ def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
   return 3 * (B * S * (2 * Pe + Le * 4 * S * d) + B * T * (2 * Pd + 2 * d * V + Ld * 4 * (T + S) * d))
 
 
+def step_flops(hp, B, S, T):
+  """train_flops_per_step of hparams `hp` at B rows, source length S, target length T."""
+  return train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
+                              hp.num_decoder_layers, hp.target_vocab_size)
+
+
 # --------------------------------------------------------------------------------------------
 # Worker: one measurement of t2tlite in this process.
 # --------------------------------------------------------------------------------------------
@@ -281,9 +287,7 @@ def run_ours_jax(args):
   import jax.numpy as jnp
   import keras
   import numpy as np
-  from t2tlite.models.transformer import Transformer
   from t2tlite.training.jax_step import JaxTrainer
-  from t2tlite.training.optimization import make_optimizer
 
   if args.devices != 1:
     sys.exit("--devices: under --backend jax the step runs on one JAX device here")
@@ -291,11 +295,8 @@ def run_ours_jax(args):
   warmup, steps = steps_for(args, args.shape)
   V, S, T = hp.target_vocab_size, args.src_len, args.tgt_len
   B = args.batch * args.accumulate
-  keras.utils.set_random_seed(0)
-  model = Transformer(hp)
-  opt = make_optimizer(hp)
-  opt.build(model.trainable_variables)
-  trainer = JaxTrainer(model, opt, hp)
+  model, optimizer = build_model(hp)
+  trainer = JaxTrainer(model, optimizer, hp)
   if args.shape in REAL_DATA:  # tf.data batches (TensorFlow present), as t2t-trainer feeds them.
     return dict(run_real_batches(
         args, hp, model, lambda b: trainer.train_step({k: v.numpy() for k, v in b.items()}),
@@ -305,8 +306,7 @@ def run_ours_jax(args):
            "targets": jnp.asarray(rng.integers(2, V, (B, T)), jnp.int32)}
   times, warm_times, losses = time_steps(trainer.train_step, batch, warmup, steps, "ours jax")
   med = statistics.median(times)
-  fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
-                            hp.num_decoder_layers, V)
+  fl = step_flops(hp, B, S, T)
   device = jax.devices()[0]
   return dict(system="t2tlite", backend="jax", jax=jax.__version__, keras=keras.__version__,
               device=f"{device.platform}:{device.device_kind}", traces=trainer.train_traces,
@@ -319,26 +319,41 @@ def run_ours_jax(args):
               achieved_gflops=fl / med / 1e9, first_loss=losses[0], last_loss=losses[-1])
 
 
+def build_model(hp, scope=None):
+  """(model, optimizer): the Transformer and t2t-trainer's optimizer, built from seed 0
+  (inside `scope`, a tf.distribute strategy's, where one is given)."""
+  import contextlib
+  import keras
+  from t2tlite.models.transformer import Transformer
+  from t2tlite.training.optimization import make_optimizer
+  keras.utils.set_random_seed(0)
+  with scope or contextlib.nullcontext():
+    model = Transformer(hp)
+    optimizer = make_optimizer(hp)
+    optimizer.build(model.trainable_variables)
+  return model, optimizer
+
+
+def build_tf_step(hp, strategy):
+  """(model, step): build_model's pair under `strategy` and t2t-trainer's tf.function train
+  step (bench/step_profile.py profiles the same step)."""
+  from t2tlite.training.train_step import make_train_step
+  model, optimizer = build_model(hp, strategy.scope())
+  return model, make_train_step(model, optimizer, hp, strategy)
+
+
 def run_ours_tensorflow(args):
   import numpy as np
   import tensorflow as tf
   import keras
-  from t2tlite.models.transformer import Transformer
   from t2tlite.training import distribution
-  from t2tlite.training.optimization import make_optimizer
-  from t2tlite.training.train_step import make_train_step
 
   strategy = distribution.make_strategy(cpu_devices=args.devices)  # Before any op runs.
   hp = hparams_for(args, args.shape)
   warmup, steps = steps_for(args, args.shape)
   V, S, T = hp.target_vocab_size, args.src_len, args.tgt_len
   B = args.batch * args.devices * args.accumulate  # Rows per update (global batch).
-  keras.utils.set_random_seed(0)
-  with strategy.scope():
-    model = Transformer(hp)
-    opt = make_optimizer(hp)
-    opt.build(model.trainable_variables)
-  step = make_train_step(model, opt, hp, strategy)
+  model, step = build_tf_step(hp, strategy)
   if args.shape in REAL_DATA:
     return run_real_batches(args, hp, model, step, warmup, steps)
   rng = np.random.default_rng(1)
@@ -346,8 +361,7 @@ def run_ours_tensorflow(args):
            "targets": tf.constant(rng.integers(2, V, (B, T)), tf.int32)}
   times, warm_times, losses = time_steps(step, batch, warmup, steps, "ours")
   med = statistics.median(times)
-  fl = train_flops_per_step(B, S, T, hp.d_model, hp.d_ff, hp.num_encoder_layers,
-                            hp.num_decoder_layers, V)
+  fl = step_flops(hp, B, S, T)
   return dict(system="t2tlite", backend="tensorflow", tf=tf.__version__, keras=keras.__version__,
               hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, xla=hp.xla,
               devices=args.devices, accumulate=args.accumulate,
@@ -400,9 +414,7 @@ def run_real_batches(args, hp, model, step, warmup, steps):
     real += int(np.count_nonzero(batch["targets"].numpy()))
     padded += rows * length
     shapes.add(f"{rows}x{length}")
-    flops += train_flops_per_step(rows, batch["inputs"].shape[1], length, hp.d_model, hp.d_ff,
-                                  hp.num_encoder_layers, hp.num_decoder_layers,
-                                  hp.target_vocab_size)
+    flops += step_flops(hp, rows, batch["inputs"].shape[1], length)
   total = sum(times)
   return dict(system="t2tlite", tf=tf.__version__, keras=keras.__version__,
               hparams_set=SHAPES[args.shape][0], dtype=hp.dtype, xla=hp.xla,
@@ -545,10 +557,7 @@ def describe_batch(case):
 
 def case_flops(args, case):
   """Matmul FLOPs of one training step of `case` (the same formula for every system)."""
-  hp = hparams_for(args, case.shape)
-  return train_flops_per_step(case.batch, case.src_len, case.tgt_len, hp.d_model, hp.d_ff,
-                              hp.num_encoder_layers, hp.num_decoder_layers,
-                              vocab_for(args, case.shape))
+  return step_flops(hparams_for(args, case.shape), case.batch, case.src_len, case.tgt_len)
 
 
 def main(args):
@@ -578,15 +587,16 @@ def main(args):
     s = c.name
     tok = {k: [m.get("tgt_tok_per_s") for m in v] for k, v in raw[s].items()}
     other = {k: [m.get("foreign_cores_during") for m in v] for k, v in raw[s].items()}
-    flops_per_token = case_flops(args, c) / (c.batch * c.tgt_len)
+    # Batches of many shapes (the Multi30k cases): the worker summed their FLOPs itself.
+    flops = None if c.shape in REAL_DATA else case_flops(args, c)
     sysm = {}
     for k, v in tok.items():
       med = median_or_none(v)
-      if c.shape in REAL_DATA:  # Batches of many shapes: the worker summed their FLOPs.
+      if flops is None:
         tflops = median_or_none([m.get("achieved_gflops") for m in raw[s][k]])
         tflops = None if tflops is None else tflops / 1e3
       else:
-        tflops = None if med is None else med * flops_per_token / 1e12
+        tflops = None if med is None else med * flops / (c.batch * c.tgt_len) / 1e12
       sysm[k] = dict(label=labels[s][k], median_tgt_tok_per_s=med, per_round=v,
                      foreign_cores_per_round=other[k], tflops=tflops)
       if args.peak_tflops and tflops is not None:
@@ -598,8 +608,7 @@ def main(args):
           continue
         per_round = [x / y if (x and y) else None for x, y in zip(tok[o], tok[k])]
         ratios[f"{o}/{k}"] = dict(per_round=per_round, median=median_or_none(per_round))
-    summary[s] = dict(case=c._asdict(), systems=sysm, ratios=ratios,
-                      flops_per_step=None if c.shape in REAL_DATA else case_flops(args, c))
+    summary[s] = dict(case=c._asdict(), systems=sysm, ratios=ratios, flops_per_step=flops)
 
   print()
   print(f"Training target tokens/s (ours on {args.backend}), median of {args.rounds} "
