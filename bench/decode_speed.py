@@ -46,6 +46,19 @@ Two workloads:
       uncached decoder is ~10x slower and quadratic in length (~4 s per line here), so it decodes
       only the first --uncached_lines (16) lines; the cached workers also time those same lines,
       so the cached/uncached ratio of (B) compares identical sentences.
+  (C) "text_fixed", real text beside Model Garden: the first --fixed_lines (500) lines of
+      --text_file in the same BPE vocabulary, grouped by t2t-decoder's default batching
+      (`decoder.length_batches`: sorted by length, 64 sentences / 4096 tokens) into the batches
+      both systems decode. Random models end sentences at arbitrary points, so neither may end
+      one early: Model Garden runs with eos_id=-1 and extra_decode_length --fixed_extra_length
+      (10), i.e. every sentence of a batch decodes to the batch's width (longest + EOS) + 10;
+      ours gets extra_length 10 and a token constraint that allows EOS only where the search
+      forces it (each sentence's length + 10), so each batch runs the same number of loop steps
+      as Model Garden's (longest + 11). Sentences/s is the figure to compare (the same
+      sentences, the same steps); generated tokens differ (Model Garden counts every row to the
+      batch's length). Model Garden: bench/peers/tfm_text_decode.py (one graph for all
+      batch shapes, traced by an untimed call; then --fixed_reps timed passes); ours: the compile-only warm-up
+      above, then --fixed_reps timed decode_ids calls, xla on and off (--fixed_xla).
 
 How
 ---
@@ -77,6 +90,8 @@ Usage:
   python bench/decode_speed.py --rounds 1 --reps 1 --tfm_steps 1 --xla true \\
       --uncached_rounds 0 --text_lines 8 --uncached_lines 4      # quick check (~1.5 min)
   python bench/decode_speed.py --xla true --text_rounds 0 --output_json decode.json
+  python bench/decode_speed.py --rounds 0 --uncached_rounds 0 --text_rounds 0 --fixed_rounds 3 \
+      --tfm_python $T2TLITE_TFM_PYTHON   # (C) only: real text beside Model Garden
 Prints a table; --output_json writes every raw call time, the machine, versions and the flags.
 """
 
@@ -135,6 +150,19 @@ def parse_args(argv=None):
                       "all --text_lines: ~3 min here; 'true,false' for both)")
   p.add_argument("--vocab_files", default=VOCAB_FILES,
                  help="comma list of (gzipped) text files the BPE vocabulary is learned from")
+  # Workload C (real text beside Model Garden, fixed lengths).
+  p.add_argument("--fixed_rounds", type=int, default=1,
+                 help="the first N rounds also run workload C, real text beside Model Garden "
+                      "(0 = never)")
+  p.add_argument("--fixed_lines", type=int, default=500)
+  p.add_argument("--fixed_extra_length", type=int, default=10,
+                 help="C: every sentence decodes to (its batch's) source length + this")
+  p.add_argument("--fixed_reps", type=int, default=1)
+  p.add_argument("--fixed_xla", default="true,false",
+                 help="C: comma list of hparams.xla values to measure ours with")
+  p.add_argument("--tfm_text_script",
+                 default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers",
+                                      "tfm_text_decode.py"))
   # Peer.
   p.add_argument("--tfm_python", default=os.environ.get("T2TLITE_TFM_PYTHON", ""),
                  help="interpreter with tf-models-official 2.20 (default $T2TLITE_TFM_PYTHON); "
@@ -151,13 +179,14 @@ def parse_args(argv=None):
   p.add_argument("--verbose", action="store_true", help="pass the workers' stderr through")
   # Worker mode (internal): one measurement of ours in this process, one JSON line on stdout.
   p.add_argument("--worker", default="", choices=["", "ours"], help=argparse.SUPPRESS)
-  p.add_argument("--workload", default="same_shape", choices=["same_shape", "text"],
+  p.add_argument("--workload", default="same_shape", choices=["same_shape", "text", "text_fixed"],
                  help=argparse.SUPPRESS)
   p.add_argument("--use_cache", type=str2bool, default=True, help=argparse.SUPPRESS)
   p.add_argument("--worker_xla", type=str2bool, default=True, help=argparse.SUPPRESS)
   p.add_argument("--vocab_model", default="", help=argparse.SUPPRESS)
   p.add_argument("--lines", type=int, default=0, help=argparse.SUPPRESS)
   p.add_argument("--also_lines", type=int, default=0, help=argparse.SUPPRESS)
+  p.add_argument("--batches_json", default="", help=argparse.SUPPRESS)
   return p.parse_args(argv)
 
 
@@ -201,6 +230,31 @@ class _RecordingSearch:
     if not self.warmup:
       self.results.append((inputs.shape, result.steps, result.lengths[:, 0]))
     return result
+
+
+class _NoEarlyEos:
+  """Token constraint (search.py's interface): EOS only once a sentence has its maximum length.
+
+  The search forces EOS at max_lengths[b] tokens; before that this forbids it, so a random
+  model decodes every sentence to exactly its maximum length, as Model Garden does with
+  eos_id=-1. State: int32 [rows], tokens left before the forced EOS.
+  """
+
+  def __init__(self, vocab_size, eos_id):
+    self.vocab_size, self.eos_id = vocab_size, eos_id
+
+  def initial_state(self, inputs, max_lengths):
+    del inputs
+    return max_lengths
+
+  def mask(self, tokens_left):
+    import tensorflow as tf
+    not_eos = tf.not_equal(tf.range(self.vocab_size), self.eos_id)[tf.newaxis]
+    return not_eos | (tokens_left <= 0)[:, tf.newaxis]
+
+  def update(self, tokens_left, tokens):
+    del tokens
+    return tokens_left - 1
 
 
 def time_decoding(decoder, recorder, sources, reps, label):
@@ -252,6 +306,7 @@ def run_ours(args):
   model = build_model(args.worker_xla)
   hp = model.hparams
   V = hp.target_vocab_size
+  constraint = None
   if args.workload == "same_shape":
     rng = np.random.default_rng(3)
     sources = rng.integers(3, V, (args.batch, args.src_len)).tolist()
@@ -259,7 +314,7 @@ def run_ours(args):
     dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
                         batch_size=args.batch, batch_tokens=0, use_cache=args.use_cache)
     reps = args.reps
-  else:
+  elif args.workload == "text":
     from t2tlite.data.subword import SubwordEncoder
     encoder = SubwordEncoder(args.vocab_model)
     assert encoder.vocab_size == V, (encoder.vocab_size, V)
@@ -269,7 +324,16 @@ def run_ours(args):
     dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
                         use_cache=args.use_cache)  # Default batching.
     reps = args.text_reps
-  decoder = Decoder(model, dhp)
+  else:  # text_fixed: the driver's batches, flattened (Decoder re-forms the same batches).
+    from t2tlite.constants import EOS_ID
+    with open(args.batches_json) as f:
+      sources = [s for batch in json.load(f)["batches"] for s in batch]
+    extra = args.fixed_extra_length
+    dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
+                        use_cache=args.use_cache)  # Default batching, as the driver's.
+    constraint = _NoEarlyEos(V, EOS_ID)
+    reps = args.fixed_reps
+  decoder = Decoder(model, dhp, constraint=constraint)
   recorder = _RecordingSearch(decoder.search_ids, extra)
   decoder.search_ids = recorder
   label = f"{args.workload} {'cached' if args.use_cache else 'uncached'} xla={hp.xla}"
@@ -363,7 +427,7 @@ def learn_vocabulary(args, scratch):
   return model_path, count[0], time.perf_counter() - t0
 
 
-def plan_round(args, r, vocab_model):
+def plan_round(args, r, vocab_model, batches_json=""):
   """[(workload, key, label, cmd)] for round r (0-based), in the order run."""
   me = [sys.executable, os.path.abspath(__file__), "--worker=ours", f"--beam={args.beam}",
         f"--alpha={args.alpha}"]
@@ -405,7 +469,43 @@ def plan_round(args, r, vocab_model):
                   f"t2tlite uncached xla={'on' if x else 'off'} ({sub} lines)",
                   me + ["--workload=text", "--use_cache=false", f"--worker_xla={x}",
                         f"--lines={sub}"] + t_common))
-  return a + b
+  c = []
+  if r < args.fixed_rounds and batches_json:
+    if args.tfm_python:
+      c.append(("text_fixed", "tfm", "Model Garden (cached beam search)", [
+          args.tfm_python, args.tfm_text_script, f"--batches_json={batches_json}",
+          f"--d_model={SMALL['d']}", f"--d_ff={SMALL['ff']}", f"--heads={SMALL['heads']}",
+          f"--layers={SMALL['Le']}", f"--vocab={SMALL['V']}", f"--beam={args.beam}",
+          f"--alpha={args.alpha}", f"--extra={args.fixed_extra_length}",
+          f"--reps={args.fixed_reps}"]))
+    for x in xla_values(args.fixed_xla):
+      c.append(("text_fixed", f"ours_cached_{onoff(x)}",
+                f"t2tlite cached xla={'on' if x else 'off'}",
+                me + ["--workload=text_fixed", "--use_cache=true", f"--worker_xla={x}",
+                      f"--batches_json={batches_json}",
+                      f"--fixed_extra_length={args.fixed_extra_length}",
+                      f"--fixed_reps={args.fixed_reps}"]))
+    k = r % len(c) if c else 0
+    c = c[k:] + c[:k]  # Rotated each round.
+  return a + b + c
+
+
+def fixed_text_batches(args, vocab_model, scratch):
+  """Workload C's batches (t2t-decoder's default grouping) as a JSON file both systems read."""
+  from t2tlite.data.subword import SubwordEncoder
+  from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite.decoding.decoder import length_batches
+  encoder = SubwordEncoder(vocab_model)
+  sources = [encoder.encode(line) for line in read_lines(args.text_file, args.fixed_lines)]
+  groups = length_batches([len(s) for s in sources],
+                          DecodeHParams(extra_length=args.fixed_extra_length))
+  path = os.path.join(scratch, "text_fixed_batches.json")
+  with open(path, "w") as f:
+    json.dump(dict(batches=[[sources[i] for i in g] for g in groups]), f)
+  return path, dict(sentences=sum(len(g) for g in groups), batches=len(groups),
+                    source_tokens=sum(len(s) for s in sources),
+                    loop_steps=sum(max(len(sources[i]) for i in g) + 1 + args.fixed_extra_length
+                                   for g in groups))
 
 
 def median_or_none(xs):
@@ -510,20 +610,26 @@ def main(args):
   scratch = tempfile.mkdtemp(prefix="decode_speed_")
   try:
     vocab_model, vocab_info = "", {}
-    if args.text_rounds > 0:
+    if args.text_rounds > 0 or args.fixed_rounds > 0:
       vocab_model, n, secs = learn_vocabulary(args, scratch)
       vocab_info = dict(sentences=n, seconds=secs, vocab_size=SMALL["V"])
       print(f"BPE vocabulary {SMALL['V']} learned from {n} sentences in {secs:.1f}s (untimed)")
-    raw = {"same_shape": {}, "text": {}}
-    labels = {"same_shape": {}, "text": {}}
-    for r in range(max(args.rounds, args.uncached_rounds, args.text_rounds)):
-      plan = plan_round(args, r, vocab_model)
+    batches_json, fixed_info = "", {}
+    if args.fixed_rounds > 0:
+      batches_json, fixed_info = fixed_text_batches(args, vocab_model, scratch)
+      print(f"(C) {fixed_info['sentences']} sentences, {fixed_info['source_tokens']} source "
+            f"pieces in {fixed_info['batches']} batches, {fixed_info['loop_steps']} loop steps")
+    raw = {"same_shape": {}, "text": {}, "text_fixed": {}}
+    labels = {"same_shape": {}, "text": {}, "text_fixed": {}}
+    for r in range(max(args.rounds, args.uncached_rounds, args.text_rounds, args.fixed_rounds)):
+      plan = plan_round(args, r, vocab_model, batches_json)
       if r >= args.rounds:  # Extra rounds only for what was asked of them.
-        plan = [p for p in plan if p[0] == "text" or "uncached" in p[1]]
+        plan = [p for p in plan if p[0] != "same_shape" or "uncached" in p[1]]
       print(f"round {r + 1}:")
       for workload, key, label, cmd in plan:
         labels[workload][key] = label
-        res = run_subprocess(f"[{'A' if workload == 'same_shape' else 'B'}] {label}", cmd, args)
+        letter = {"same_shape": "A", "text": "B", "text_fixed": "C"}[workload]
+        res = run_subprocess(f"[{letter}] {label}", cmd, args)
         raw[workload].setdefault(key, []).append(res)
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
@@ -541,15 +647,23 @@ def main(args):
           f"extra_length {args.text_extra_length}, beam {args.beam}, default batching (64 "
           f"sentences / 4096 tokens); uncached on the first {args.uncached_lines} lines only")
     print_summary(args, summary, raw, "text")
+  if "text_fixed" in summary:
+    print(f"\n(C) real text beside Model Garden: first {args.fixed_lines} lines of "
+          f"{args.text_file}, BPE {SMALL['V']}, beam {args.beam}, no early EOS: each batch "
+          f"decodes to its longest source + {args.fixed_extra_length} (+ EOS) in both; the same "
+          f"batches (64 sentences / 4096 tokens); median of {args.fixed_reps} passes, median "
+          f"over rounds; compare sent/s (tok/s counts Model Garden's rows to the batch length)")
+    print_summary(args, summary, raw, "text_fixed")
 
   if args.output_json:
     flags = {k: v for k, v in vars(args).items()
              if k not in ("worker", "workload", "use_cache", "worker_xla", "vocab_model", "lines",
-                          "also_lines")}
+                          "also_lines", "batches_json")}
     with open(args.output_json, "w") as f:
       json.dump(dict(started=started.isoformat(),
                      finished=datetime.datetime.now().astimezone().isoformat(),
-                     machine=machine_info(), model=SMALL, vocabulary=vocab_info, flags=flags,
+                     machine=machine_info(), model=SMALL, vocabulary=vocab_info,
+                     text_fixed=fixed_info, flags=flags,
                      summary=summary, raw=raw), f, indent=1)
     print(f"\nwrote {args.output_json}")
 

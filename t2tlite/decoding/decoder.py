@@ -98,17 +98,7 @@ class Decoder:
 
   def batches(self, lengths: Sequence[int]) -> List[List[int]]:
     """Indices of non-empty sources, sorted by length, cut under the token budget."""
-    hp = self.hparams
-    order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
-    out, current = [], []
-    for i in order:
-      width = _padded_width(lengths[i] + 1, hp.length_multiple)  # Longest so far: sorted.
-      over_budget = hp.batch_tokens and (len(current) + 1) * width > hp.batch_tokens
-      if current and (len(current) == hp.batch_size or over_budget):
-        out.append(current)
-        current = []
-      current.append(i)
-    return out + ([current] if current else [])
+    return length_batches(lengths, self.hparams)
 
   def decode_nbest(self, sources: Sequence[Sequence[int]],
                    progress: Optional[Callable[[int], object]] = None
@@ -153,6 +143,24 @@ class Decoder:
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
     """Source ids (without EOS) -> best target ids (without EOS), in input order."""
     return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]
+
+
+def length_batches(lengths: Sequence[int], hp: DecodeHParams) -> List[List[int]]:
+  """Indices of non-empty sources, sorted by length, cut under hp's sentence and token budgets.
+
+  A module function so that a caller without a model (a benchmark feeding another system
+  the very batches t2t-decoder forms) groups sentences exactly as `Decoder.batches` does.
+  """
+  order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
+  out, current = [], []
+  for i in order:
+    width = _padded_width(lengths[i] + 1, hp.length_multiple)  # Longest so far: sorted.
+    over_budget = hp.batch_tokens and (len(current) + 1) * width > hp.batch_tokens
+    if current and (len(current) == hp.batch_size or over_budget):
+      out.append(current)
+      current = []
+    current.append(i)
+  return out + ([current] if current else [])
 
 
 def _padded_width(length: int, multiple: int) -> int:
