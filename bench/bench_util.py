@@ -81,6 +81,20 @@ def children_cpu_seconds():
   return ru.ru_utime + ru.ru_stime
 
 
+def peak_rss_mb():
+  """This process's peak resident set size so far, in MiB.
+
+  The kernel's high-water mark (VmHWM in /proc/self/status), not ru_maxrss: a child's ru_maxrss
+  starts at its parent's RSS at fork, so a worker forked from a big driver would report the
+  driver's memory. ru_maxrss (KiB on Linux) only where /proc is missing.
+  """
+  try:
+    with open("/proc/self/status") as f:
+      return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+  except (OSError, StopIteration):
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def foreign_load(seconds=2.0):
   """Cores kept busy by other processes while this driver sleeps `seconds` (nothing of ours runs)."""
   a = host_cpu_seconds()

@@ -107,7 +107,7 @@ import sys
 import tempfile
 import time
 
-from bench_util import machine_info, run_worker, shared_path, str2bool
+from bench_util import machine_info, peak_rss_mb, run_worker, shared_path, str2bool
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 TFM_PEER_DEFAULT = shared_path("peers", "peerB_tfm.py")
@@ -187,6 +187,7 @@ def parse_args(argv=None):
   p.add_argument("--lines", type=int, default=0, help=argparse.SUPPRESS)
   p.add_argument("--also_lines", type=int, default=0, help=argparse.SUPPRESS)
   p.add_argument("--batches_json", default="", help=argparse.SUPPRESS)
+  p.add_argument("--no_early_eos", type=str2bool, default=False, help=argparse.SUPPRESS)
   return p.parse_args(argv)
 
 
@@ -314,6 +315,9 @@ def run_ours(args):
     dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
                         batch_size=args.batch, batch_tokens=0, use_cache=args.use_cache)
     reps = args.reps
+    if args.no_early_eos:  # Every sentence to exactly decode_len tokens (cost curves).
+      from t2tlite.constants import EOS_ID
+      constraint = _NoEarlyEos(V, EOS_ID)
   elif args.workload == "text":
     from t2tlite.data.subword import SubwordEncoder
     encoder = SubwordEncoder(args.vocab_model)
@@ -671,6 +675,6 @@ def main(args):
 if __name__ == "__main__":
   ARGS = parse_args()
   if ARGS.worker == "ours":
-    print(json.dumps(run_ours(ARGS)))
+    print(json.dumps(dict(run_ours(ARGS), peak_rss_mb=peak_rss_mb())))
   else:
     main(ARGS)

@@ -94,7 +94,7 @@ import statistics
 import sys
 import time
 
-from bench_util import machine_info, read_pairs, run_worker, shared_path, str2bool  # noqa: E402
+from bench_util import machine_info, peak_rss_mb, read_pairs, run_worker, shared_path, str2bool  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SHORT_DTYPE = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
@@ -666,6 +666,6 @@ if __name__ == "__main__":
   # worker gets its own in its environment too). The driver needs keras for the hparams only.
   os.environ["KERAS_BACKEND"] = backends_of(ARGS)[0]
   if ARGS.worker == "ours":
-    print(json.dumps(run_ours(ARGS)))
+    print(json.dumps(dict(run_ours(ARGS), peak_rss_mb=peak_rss_mb())))
   else:
     main(ARGS)
