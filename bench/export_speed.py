@@ -192,6 +192,7 @@ class Worker:
   def close(self):
     self.proc.stdin.close()
     self.proc.wait()
+    self.stderr.close()
 
 
 def _size(path):
