@@ -1,4 +1,4 @@
-"""How cost grows: base training tokens/s and peak memory vs batch and length; decoding vs source length.
+"""How cost grows: base training tokens/s and peak memory vs batch and length; decode vs length.
 
 Why
 ---
@@ -51,10 +51,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--batch_tokens", default="1024,2048,4096,8192",
+  p.add_argument("--batch_tokens", default="1024,2048,4096,8192", type=int_list,
                  help="batch curve: target tokens per step")
   p.add_argument("--batch_length", type=int, default=64, help="batch curve: row length")
-  p.add_argument("--lengths", default="64,128,256", help="length curve: row lengths")
+  p.add_argument("--lengths", default="64,128,256", type=int_list, help="length curve: row lengths")
   p.add_argument("--length_tokens", type=int, default=4096,
                  help="length curve: target tokens per step")
   p.add_argument("--vocab", type=int, default=37000, help="shared vocabulary (the paper's en-de)")
@@ -62,7 +62,7 @@ def parse_args(argv=None):
   p.add_argument("--xla", type=str2bool, default=False)
   p.add_argument("--warmup", type=int, default=1)
   p.add_argument("--steps", type=int, default=2)
-  p.add_argument("--decode_lengths", default="8,16,32,64,128")
+  p.add_argument("--decode_lengths", default="8,16,32,64,128", type=int_list)
   p.add_argument("--decode_batch", type=int, default=16)
   p.add_argument("--decode_extra", type=int, default=50, help="the paper's maximum: input + 50")
   p.add_argument("--decode_reps", type=int, default=1)
@@ -77,21 +77,22 @@ def parse_args(argv=None):
   return p.parse_args(argv)
 
 
-def int_list(flag, text):
+def int_list(text):
+  """argparse type of the comma-list flags: parsed once, named in argparse's error."""
   try:
     return [int(x) for x in text.split(",") if x.strip()]
   except ValueError:
-    sys.exit(f"--{flag}: expected a comma list of integers, got {text!r}")
+    raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}")
 
 
 def plan(args):
   """[(name, curve, cmd, env)]: every point, training first, each once."""
   points, seen = [], set()
-  train = ([("batch", t, args.batch_length) for t in int_list("batch_tokens", args.batch_tokens)]
-           + [("length", args.length_tokens, n) for n in int_list("lengths", args.lengths)])
-  for curve, tokens, length in train:
+  train = ([("--batch_tokens / --batch_length", t, args.batch_length) for t in args.batch_tokens]
+           + [("--length_tokens / --lengths", args.length_tokens, n) for n in args.lengths])
+  for flags, tokens, length in train:
     if tokens < length:
-      sys.exit(f"--{curve}: {tokens} tokens per step is less than one row of {length}")
+      sys.exit(f"{flags}: {tokens} tokens per step is less than one row of {length}")
     name = f"train@{tokens}x{length}"
     if name in seen:
       continue
@@ -103,7 +104,7 @@ def plan(args):
         f"--steps={args.steps}", "--backend=tensorflow", f"--dtype={args.dtype}",
         f"--xla={args.xla}", "--devices=1", "--accumulate=1"],
         {"KERAS_BACKEND": "tensorflow"}))
-  for n in int_list("decode_lengths", args.decode_lengths):
+  for n in args.decode_lengths:
     points.append((f"decode@{n}", "decode", [
         sys.executable, os.path.join(HERE, "decode_speed.py"), "--worker=ours",
         "--workload=same_shape", f"--batch={args.decode_batch}", f"--src_len={n}",
@@ -149,8 +150,8 @@ def print_tables(args, points):
   header = ("| target tokens / step | length | rows | target tok/s | step s | GFLOP/s | "
             "peak RSS GiB | other procs (cores) |\n|---|---|---|---|---|---|---|---|")
   batch = [points.get(f"train@{t}x{args.batch_length}")
-           for t in int_list("batch_tokens", args.batch_tokens)]
-  length = [points.get(f"train@{args.length_tokens}x{n}") for n in int_list("lengths", args.lengths)]
+           for t in args.batch_tokens]
+  length = [points.get(f"train@{args.length_tokens}x{n}") for n in args.lengths]
   print(f"\nTraining, batch curve (length {args.batch_length}; {args.dtype}, xla {args.xla}):")
   print(header)
   for p in batch:
@@ -165,7 +166,7 @@ def print_tables(args, points):
         f"{args.decode_extra}):")
   print("| source length | decode s | ms / loop step | sentences/s | peak RSS GiB | other procs |\n"
         "|---|---|---|---|---|---|")
-  for n in int_list("decode_lengths", args.decode_lengths):
+  for n in args.decode_lengths:
     p = points.get(f"decode@{n}")
     if p:
       print(f"| {n} | {p['median_s']:.2f} | {p['ms_per_loop_step']:.1f} | {p['sent_per_s']:.2f} | "
@@ -195,13 +196,13 @@ def plot(args, points):
     twin.set_ylim(bottom=0)
     ax.set_title(title, fontsize=10)
 
-  tokens = int_list("batch_tokens", args.batch_tokens)
+  tokens = args.batch_tokens
   train_panel(axes[0], [f"train@{t}x{args.batch_length}" for t in tokens], tokens,
               "target tokens per step", f"training, rows of {args.batch_length}")
-  lengths = int_list("lengths", args.lengths)
+  lengths = args.lengths
   train_panel(axes[1], [f"train@{args.length_tokens}x{n}" for n in lengths], lengths,
               "row length (tokens)", f"training, {args.length_tokens} tokens per step")
-  dl = [n for n in int_list("decode_lengths", args.decode_lengths) if f"decode@{n}" in points]
+  dl = [n for n in args.decode_lengths if f"decode@{n}" in points]
   if dl:
     ax = axes[2]
     ax.plot(dl, [points[f"decode@{n}"]["median_s"] for n in dl], "o-", color="C2")

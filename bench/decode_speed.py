@@ -57,8 +57,9 @@ Two workloads:
       as Model Garden's (longest + 11). Sentences/s is the figure to compare (the same
       sentences, the same steps); generated tokens differ (Model Garden counts every row to the
       batch's length). Model Garden: bench/peers/tfm_text_decode.py (one graph for all
-      batch shapes, traced by an untimed call; then --fixed_reps timed passes); ours: the compile-only warm-up
-      above, then --fixed_reps timed decode_ids calls, xla on and off (--fixed_xla).
+      batch shapes, traced by an untimed call; then --fixed_reps timed passes); ours: the
+      compile-only warm-up above, then --fixed_reps timed decode_ids calls, xla on and off
+      (--fixed_xla).
 
 How
 ---
@@ -90,7 +91,7 @@ Usage:
   python bench/decode_speed.py --rounds 1 --reps 1 --tfm_steps 1 --xla true \\
       --uncached_rounds 0 --text_lines 8 --uncached_lines 4      # quick check (~1.5 min)
   python bench/decode_speed.py --xla true --text_rounds 0 --output_json decode.json
-  python bench/decode_speed.py --rounds 0 --uncached_rounds 0 --text_rounds 0 --fixed_rounds 3 \
+  python bench/decode_speed.py --rounds 0 --uncached_rounds 0 --text_rounds 0 --fixed_rounds 3 \\
       --tfm_python $T2TLITE_TFM_PYTHON   # (C) only: real text beside Model Garden
 Prints a table; --output_json writes every raw call time, the machine, versions and the flags.
 """
@@ -301,6 +302,7 @@ def run_ours(args):
   import numpy as np
   import tensorflow as tf
   import keras
+  from t2tlite.constants import EOS_ID
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.decoder import Decoder
 
@@ -316,7 +318,6 @@ def run_ours(args):
                         batch_size=args.batch, batch_tokens=0, use_cache=args.use_cache)
     reps = args.reps
     if args.no_early_eos:  # Every sentence to exactly decode_len tokens (cost curves).
-      from t2tlite.constants import EOS_ID
       constraint = _NoEarlyEos(V, EOS_ID)
   elif args.workload == "text":
     from t2tlite.data.subword import SubwordEncoder
@@ -329,7 +330,6 @@ def run_ours(args):
                         use_cache=args.use_cache)  # Default batching.
     reps = args.text_reps
   else:  # text_fixed: the driver's batches, flattened (Decoder re-forms the same batches).
-    from t2tlite.constants import EOS_ID
     with open(args.batches_json) as f:
       sources = [s for batch in json.load(f)["batches"] for s in batch]
     extra = args.fixed_extra_length

@@ -93,13 +93,19 @@ def checkpoint_key(weight):
 
 
 def load_script(relative_path):
-  """A script of the repository that is not in the package (recipes/*.py), as a module."""
+  """A script of the repository that is not in the package (recipes/*.py, bench/*.py), as a
+  module. Its own directory is on sys.path while it loads, as when it runs (bench scripts
+  import their sibling bench_util)."""
   import importlib.util
   path = os.path.join(REPO, relative_path)
   name = os.path.splitext(os.path.basename(path))[0]
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  sys.path.insert(0, os.path.dirname(path))
+  try:
+    spec.loader.exec_module(module)
+  finally:
+    sys.path.remove(os.path.dirname(path))
   return module
 
 

@@ -4,7 +4,6 @@ The peak-RSS figure is checked against an allocation of known size; the driver a
 stand-in worker, so these tests take seconds, not the minutes a real base-shape point takes.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,20 +11,9 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, load_script
 
 BENCH = os.path.join(REPO, "bench")
-
-
-def _load(name):
-  spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  sys.path.insert(0, BENCH)  # Its sibling bench_util.
-  try:
-    spec.loader.exec_module(module)
-  finally:
-    sys.path.remove(BENCH)
-  return module
 
 
 def test_peak_rss_counts_an_allocation_of_known_size():
@@ -55,7 +43,8 @@ class _FakeWorker:
     flags = dict(a[2:].split("=", 1) for a in cmd if a.startswith("--") and "=" in a)
     if "train_throughput.py" in cmd[1]:
       batch, length = int(flags["batch"]), int(flags["tgt_len"])
-      res = dict(batch=batch, tgt_len=length, tgt_tok_per_s=100.0, median_step_s=batch * length / 100,
+      res = dict(batch=batch, tgt_len=length, tgt_tok_per_s=100.0,
+                 median_step_s=batch * length / 100,
                  achieved_gflops=50.0, peak_rss_mb=1000.0 + batch * length / 10)
     else:
       res = dict(median_s=1.0, ms_per_loop_step=10.0, sent_per_s=2.0, peak_rss_mb=900.0)
@@ -63,7 +52,7 @@ class _FakeWorker:
 
 
 def test_every_point_runs_once_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
-  cost = _load("cost_curves")
+  cost = load_script("bench/cost_curves.py")
   fake = _FakeWorker()
   monkeypatch.setattr(cost, "run_worker", fake)
   out = tmp_path / "cost.json"

@@ -6,10 +6,6 @@ model, that every sentence then decodes to exactly its source length + extra_len
 model prefers, and that the batches handed to Model Garden are the ones t2t-decoder forms.
 """
 
-import importlib.util
-import os
-import sys
-
 import keras
 import numpy as np
 import pytest
@@ -20,19 +16,7 @@ from t2tlite.decoding import search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder, length_batches
 from t2tlite.models.transformer import Transformer
-from tests.helpers import REPO, tiny_hparams
-
-
-def _decode_speed():
-  path = os.path.join(REPO, "bench", "decode_speed.py")
-  spec = importlib.util.spec_from_file_location("decode_speed", path)
-  module = importlib.util.module_from_spec(spec)
-  sys.path.insert(0, os.path.dirname(path))  # Its sibling bench_util.
-  try:
-    spec.loader.exec_module(module)
-  finally:
-    sys.path.remove(os.path.dirname(path))
-  return module
+from tests.helpers import load_script, tiny_hparams
 
 
 def _eos_first_logits(vocab):
@@ -47,7 +31,7 @@ def _eos_first_logits(vocab):
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_no_early_eos_decodes_every_sentence_to_its_maximum_length(beam_size):
-  bench = _decode_speed()
+  bench = load_script("bench/decode_speed.py")
   vocab, max_lengths = 12, tf.constant([0, 3, 7, 1], tf.int32)
   constraint = bench._NoEarlyEos(vocab, EOS_ID)
   start = tf.zeros([4], tf.int32)

@@ -1,4 +1,4 @@
-"""Model Garden peer for bench/decode_speed.py's real-text workload: its cached beam search on given batches.
+"""Model Garden peer for bench/decode_speed.py's real text: its cached beam search on given batches.
 
 Not part of t2tlite and not one of its dependencies: run it with an interpreter that has
 tf-models-official 2.20 (e.g. $T2TLITE_TFM_PYTHON; ../shared/peers/README.md sets one up).
@@ -21,8 +21,8 @@ and gets EOS (id 1) after each sentence, as t2t-decoder feeds its model.
 Timing: the search is one graph for every batch shape (an input signature of unknown batch
 and width: Model Garden's beam search runs on dynamic shapes without XLA), traced by one
 untimed call on the first batch; then --reps timed passes over all batches; a pass's time is
-the wall-clock of every batch's call plus the host copy of its outputs. Prints one JSON line on stdout
-(progress on stderr): sentences/s, generated tokens/s, loop steps, the median pass.
+the wall-clock of every batch's call plus the host copy of its outputs. Prints one JSON line on
+stdout (progress on stderr): sentences/s, generated tokens/s, loop steps, the median pass.
 """
 import argparse
 import json
