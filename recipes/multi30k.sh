@@ -7,11 +7,16 @@
 # default ../shared/data/multi30k when it exists. Trains transformer_multi30k for TRAIN_MINUTES
 # (default 60) of wall time (TRAIN_STEPS, default 100000, is only an upper bound), checkpointing
 # every SAVE_STEPS (500), decoding 300 dev sentences at each evaluation (dev BLEU curve), then
-# averages the last AVERAGE_LAST_N (3) checkpoints, decodes test_2016_flickr with the paper's
-# beam 4 / alpha 0.6 / +50, and scores it: sacreBLEU (cased, detokenized) and the lowercased
-# Moses-tokenized BLEU that Multi30k papers publish. Rerunning resumes from the last checkpoint.
-# Writes OUT_DIR/{test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
-# TEST_LINES=N (smoke runs) decodes and scores only the first N test sentences.
+# averages the last AVERAGE_LAST_N (3) checkpoints. Beam size and alpha are then chosen on the
+# whole dev set (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set:
+# each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's
+# 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6 keeps the
+# paper's setting). With the winner it decodes test_2016_flickr once and scores it: sacreBLEU
+# (cased, detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
+# Rerunning resumes from the last checkpoint (and from the dev points already scored).
+# Writes OUT_DIR/{dev_choice.ckpt-N.json, test_2016.LANG, test_2016.bleu.json, curves.png,
+# curves.*.csv}. TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N
+# test and dev sentences.
 # BACKEND=jax trains under JAX (t2t-trainer --backend=jax; dev is not decoded during training,
 # so no dev BLEU curve); averaging, decoding and scoring are the same TensorFlow commands.
 set -euo pipefail
@@ -31,6 +36,12 @@ t2t-trainer --backend="${BACKEND:-tensorflow}" \
   --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
   --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG"
 AVERAGED=$(ls -t "$OUT"/train/averaged/ckpt-*.index | head -1)
+CHECKPOINT=${AVERAGED%.index}
+DECODE=$(${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
+  --data_dir="$OUT/data" --output_dir="$OUT/train" --checkpoint_path="$CHECKPOINT" \
+  --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
+  --decode_hparams=extra_length=50 --lines="${DEV_LINES:-0}" \
+  --output_json="$OUT/dev_choice.$(basename "$CHECKPOINT").json")
 if [ -n "${TEST_LINES:-}" ]; then
   gzip -dc "$RAW/test_2016_flickr.en.gz" | sed -n "1,${TEST_LINES}p" > "$OUT/test_2016.head.en"
   gzip -dc "$RAW/test_2016_flickr.$LANG_TGT.gz" | sed -n "1,${TEST_LINES}p" \
@@ -42,9 +53,8 @@ else
   REFERENCE=$RAW/test_2016_flickr.$LANG_TGT.gz
 fi
 t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$OUT/train" \
-  --checkpoint_path="${AVERAGED%.index}" "${SOURCE[@]}" \
-  --decode_to_file="$OUT/test_2016.$LANG_TGT" --overwrite \
-  --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
+  --checkpoint_path="$CHECKPOINT" "${SOURCE[@]}" \
+  --decode_to_file="$OUT/test_2016.$LANG_TGT" --overwrite --decode_hparams="$DECODE"
 t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$REFERENCE" \
   --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"
 t2t-plot-curves --output_dir="$PROBLEM=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \

@@ -21,7 +21,8 @@ from tests.helpers import REPO, TINY_SHAPE, hparams_flag
 SMALL_MODEL = hparams_flag(xla="false", num_encoder_layers=1, num_decoder_layers=1,
                           batch_size=1024, **TINY_SHAPE)[len("--hparams="):]
 SMOKE_ENV = {"TRAIN_STEPS": "4", "SAVE_STEPS": "2", "AVERAGE_LAST_N": "2",
-             "EVAL_DECODE_LINES": "4", "TEST_LINES": "6", "HPARAMS": SMALL_MODEL}
+             "EVAL_DECODE_LINES": "4", "TEST_LINES": "6", "HPARAMS": SMALL_MODEL,
+             "DEV_LINES": "4", "DECODE_ALPHAS": "0.6,1.0"}
 
 
 def run_recipe(script, *args, cwd):
@@ -80,7 +81,16 @@ def check_training(out, name):
 def test_multi30k_recipe_smoke(script, lang, tmp_path, shared_dir):
   raw = os.path.join(shared_dir, "data", "multi30k")
   out = str(tmp_path / "run")
-  run_recipe(script, out, raw, cwd=str(tmp_path))
+  proc = run_recipe(script, out, raw, cwd=str(tmp_path))
+  # Beam and alpha were chosen on dev (its first DEV_LINES), and test was decoded with the winner.
+  choice = json.load(open(os.path.join(out, "dev_choice.ckpt-4.json")))
+  assert [(p["beam_size"], p["alpha"]) for p in choice["points"]] == [(4, 0.6), (4, 1.0)]
+  assert choice["key"]["lines"] == 4 and choice["key"]["split"] == "dev"
+  bleus = [p["metrics"]["bleu"] for p in choice["points"]]
+  chosen = choice["points"][bleus.index(max(bleus))]
+  assert choice["decode_hparams"] == chosen["decode_hparams"]
+  test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
+  assert len(test_decode) == 1 and f"alpha={chosen['alpha']}," in test_decode[0]
   translation = os.path.join(out, f"test_2016.{lang}")
   references = read_lines(os.path.join(raw, f"test_2016_flickr.{lang}.gz"))[:6]
   check_scores(os.path.join(out, "test_2016.bleu.json"), translation, references, lang,

@@ -1,0 +1,82 @@
+"""recipes/choose_decode.py: beam size and alpha chosen on dev, resumable, never on test."""
+
+import json
+import os
+
+import pytest
+
+from tests.helpers import load_script
+
+choose_decode = load_script("recipes/choose_decode.py")
+
+
+def point(order, score, name=None):
+  return {"name": name or f"p{order}", "order": order, "metrics": {"bleu": score}}
+
+
+def test_best_is_the_highest_score_and_a_tie_goes_to_the_point_listed_first():
+  points = [point(0, 30.0), point(1, 31.5), point(2, 31.5), point(3, 29.0)]
+  assert choose_decode.best(points, "bleu")["name"] == "p1"
+  assert choose_decode.best([point(0, 5.0), point(1, 5.0)], "bleu")["name"] == "p0"
+
+
+def test_length_ratio_counts_whitespace_tokens():
+  assert choose_decode.length_ratio(["a b", "c"], ["a b c", "d e f"]) == pytest.approx(3 / 6)
+
+
+def run_choice(tiny_run, output_json, capsys, alphas="0.6,1.0", **extra):
+  argv = ["--problem=algorithmic_reverse", f"--output_dir={tiny_run.output_dir}",
+          "--beam_sizes=1,2", f"--alphas={alphas}", "--decode_hparams=extra_length=5",
+          "--lines=12", f"--output_json={output_json}"]
+  argv += [f"--{k}={v}" for k, v in extra.items()]
+  assert choose_decode.main(argv) == 0
+  return capsys.readouterr().out.strip()
+
+
+def test_every_point_is_scored_on_its_own_decodes_and_the_best_is_printed(tiny_run, tmp_path,
+                                                                          capsys):
+  from t2tlite import registry
+  from t2tlite.metrics import scoring
+  out = str(tmp_path / "choice.json")
+  printed = run_choice(tiny_run, out, capsys)
+  report = json.load(open(out))
+  assert [p["name"] for p in report["points"]] == ["b1.a0.6", "b1.a1", "b2.a0.6", "b2.a1"]
+  assert report["metric"] == "exact_match" and report["key"]["lines"] == 12
+  _, references = registry.problem("algorithmic_reverse").eval_text("dev", None)
+  for p in report["points"]:
+    with open(os.path.join(tmp_path, f"choice.{p['name']}.txt")) as f:
+      decodes = f.read().splitlines()
+    assert p["metrics"] == pytest.approx(scoring.score(decodes, references[:12],
+                                                       ("exact_match", "bleu")))
+  scores = [p["metrics"]["exact_match"] for p in report["points"]]
+  first_best = report["points"][scores.index(max(scores))]
+  assert report["chosen"] == first_best["name"]
+  assert printed == report["decode_hparams"] == first_best["decode_hparams"]
+  assert printed.startswith("extra_length=5,beam_size=")
+
+
+def test_a_rerun_scores_only_the_points_not_yet_saved(tiny_run, tmp_path, capsys, monkeypatch):
+  out = str(tmp_path / "choice.json")
+  run_choice(tiny_run, out, capsys, alphas="0.6")
+  first = json.load(open(out))["points"]
+  from t2tlite.decoding import pipeline
+  decoded = []
+  real_decode = pipeline.DecodePipeline.decode
+  def counting_decode(self, *args, **kwargs):
+    decoded.append(self.hparams.alpha)
+    return real_decode(self, *args, **kwargs)
+  monkeypatch.setattr(pipeline.DecodePipeline, "decode", counting_decode)
+  run_choice(tiny_run, out, capsys, alphas="0.6,1.0")
+  assert decoded == [1.0, 1.0]  # Beam 1 and beam 2 at the new alpha only.
+  again = {p["name"]: p["metrics"] for p in json.load(open(out))["points"]}
+  assert all(again[p["name"]] == p["metrics"] for p in first)
+
+
+def test_test_split_and_another_runs_json_are_refused(tiny_run, tmp_path, capsys):
+  with pytest.raises(choose_decode.ChoiceError, match="--split=test"):
+    choose_decode.main(["--problem=algorithmic_reverse", f"--output_dir={tiny_run.output_dir}",
+                        "--split=test", f"--output_json={tmp_path / 'c.json'}"])
+  out = tmp_path / "choice.json"
+  out.write_text(json.dumps({"key": {"checkpoint": "elsewhere"}, "points": []}))
+  with pytest.raises(choose_decode.ChoiceError, match="was written for"):
+    run_choice(tiny_run, str(out), capsys)
