@@ -72,10 +72,13 @@ def main(argv):
     logging.warning("%d of %d sources were longer than %d tokens and were truncated",
                     decoded.truncated, len(sources), decoder.max_input_length)
   _write_lines(target, decoded.lines)
-  logging.info("%d batch shapes (each traced, and XLA-compiled unless xla=false)",
-               len(decoder.shapes_seen))
-  logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s)", target, len(decoded.lines),
-               seconds, len(decoded.lines) / max(seconds, 1e-9))
+  first = decoder.first_shape_seconds
+  logging.info("%d batch shapes (each traced, and XLA-compiled unless xla=false), %.1f s in the "
+               "batches that met a new shape (tracing, compiling and their own search)",
+               len(decoder.shapes_seen), first)
+  logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s; %.1f s outside the new-shape "
+               "batches)", target, len(decoded.lines), seconds,
+               len(decoded.lines) / max(seconds, 1e-9), seconds - first)
   if references is not None:
     scores = dict(decoded.metrics)
     scores.update(lines=len(decoded.lines), checkpoint=checkpoint, seconds=round(seconds, 2))

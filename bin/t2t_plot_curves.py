@@ -3,7 +3,8 @@
   t2t-plot-curves --output_dir=runs/multi30k_ende/train --png=docs/img/multi30k_ende.png
   t2t-plot-curves --output_dir=ende=runs/a/train,enfr=runs/b/train --png=curves.png
 
-Panels: train loss, dev loss, dev BLEU (exact match for algorithmic problems)
+Panels: train loss, dev loss, dev BLEU (exact match for algorithmic problems, EVALB F1
+for parsing)
 against steps, as the trainer logged them for TensorBoard. --csv also writes
 every scalar as step,value rows beside the PNG (one file per run, split and tag).
 """

@@ -40,6 +40,15 @@ def test_plot_draws_the_panels_the_runs_have(tmp_path):
     curves.read_run(str(tmp_path / "empty"))
 
 
+def test_a_parsing_run_draws_its_dev_f1(tmp_path):
+  run = tmp_path / "run"
+  _write(run, [(s, {"loss": 10.0 / s}) for s in (100, 200)])
+  _write(run / "eval", [(s, {"loss": 11.0 / s, "parse_f1": s / 10.0, "parse_recall": 1.0})
+                        for s in (100, 200)])
+  drawn = curves.plot_runs({"a": curves.read_run(str(run))}, str(tmp_path / "c.png"), "")
+  assert drawn == ["train/loss", "eval/loss", "eval/parse_f1"]
+
+
 def test_run_flags_name_runs():
   assert curves.parse_run_flags(["ende=runs/a/train", "runs/b/train/"]) == {
       "ende": "runs/a/train", "train": "runs/b/train/"}

@@ -220,7 +220,31 @@ def test_padded_batch_rows_change_nothing_but_the_shapes(trained):
   for one, two in zip(with_pad, without):
     assert [ids for ids, _ in one] == [ids for ids, _ in two]
     np.testing.assert_allclose([s for _, s in one], [s for _, s in two], atol=1e-5)
-  widths = {width for _, width in padded.shapes_seen}
-  assert len(padded.shapes_seen) == len(widths)
-  assert all(rows == hp.rows_for_width(width) for rows, width in padded.shapes_seen)
+  batches = padded.batches([len(s) for s in sources])
+  last_width = -(-(max(len(sources[i]) for i in batches[-1]) + 1) // hp.length_multiple
+                 ) * hp.length_multiple
+  last_shape = (max(len(batches[-1]), hp.rows_for_width(last_width)), last_width)
+  if last_shape not in padded.shapes_seen:  # The last batch pads only onto a compiled shape.
+    last_shape = (len(batches[-1]), last_width)
+  earlier = padded.shapes_seen - {last_shape}
+  assert len(earlier) == len({width for _, width in earlier})
+  assert all(rows == hp.rows_for_width(width) for rows, width in earlier)
   assert len(unpadded.shapes_seen) > len(padded.shapes_seen)  # The fixture's lengths vary.
+
+
+
+def test_the_last_batch_is_not_padded_onto_a_shape_nothing_will_reuse(trained):
+  """Empty rows pay only by reusing a compiled shape: a call's last batch, at a width no
+  earlier batch had, keeps its own row count (one of 17 parsing sentences padded to 64 rows
+  cost as much as 64); a second call reuses every shape of the first."""
+  model, sources = trained
+  hp = DecodeHParams(beam_size=2, extra_length=3, batch_size=4, batch_tokens=0)
+  decoder = Decoder(model, hp)
+  by_length = sorted(sources, key=len)
+  chosen = by_length[:4] + [by_length[-1]]  # The longest alone in the last batch, at a new width.
+  first = decoder.decode_ids(chosen)
+  width = -(-(len(by_length[-1]) + 1) // hp.length_multiple) * hp.length_multiple
+  assert (1, width) in decoder.shapes_seen and (4, width) not in decoder.shapes_seen
+  shapes = set(decoder.shapes_seen)
+  assert decoder.decode_ids(chosen) == first and decoder.shapes_seen == shapes
+  assert first == Decoder(model, hp.override("pad_batch_rows=false")).decode_ids(chosen)

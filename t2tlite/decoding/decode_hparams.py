@@ -15,7 +15,7 @@ class DecodeHParams:
   batch_size: int = 64  # At most this many sentences per batch (sorted by length first).
   batch_tokens: int = 4096  # Token budget per batch: sentences x padded source length (0: no budget).
   length_multiple: int = 8  # Source lengths are padded to a multiple of this, bounding recompilation.
-  pad_batch_rows: bool = True  # Fill a batch with empty rows up to the most its width allows: one compiled shape per width.
+  pad_batch_rows: bool = True  # Fill a batch with empty rows up to the most its width allows: one compiled shape per width (a call's last batch pads only onto a compiled shape).
   max_input_length: int = 0  # Longer sources are truncated, with a warning; 0: the model's hparams.max_length.
   return_beams: bool = False  # Write every beam of a sentence on its line, tab-separated, best first.
   nbest: int = 0  # Write the N best beams (<= beam_size) like return_beams; 0: only the best.

@@ -21,7 +21,7 @@ Curve = List[Tuple[int, float]]  # (step, value), sorted by step; the last write
 
 PANELS = (("train", "loss", "train loss (label-smoothed)"),
           ("eval", "loss", "dev loss (label-smoothed)"),
-          ("eval", ("bleu", "exact_match"), "dev {metric} (beam search)"))
+          ("eval", ("bleu", "exact_match", "parse_f1"), "dev {metric} (decoded)"))
 
 
 class CurvesError(UserError):
