@@ -1,4 +1,4 @@
-"""Beam-21 parsing decode speed: two settings of the search, alternated in one process.
+"""Beam-21 parsing decode speed: search horizons against one loop over the whole buffer.
 
 Why
 ---
@@ -9,17 +9,15 @@ so a step costs O(input + 300) however short the prefix. With horizons
 (`search.doubling_horizons`, the decoder's default) the search runs one loop per
 doubling horizon and reads only the first H positions: a step costs at most twice its
 prefix. Both give the same trees (tests/test_decoder.py); this measures the time.
-`--compare` names the pair of settings (COMPARISONS below; `horizons`: the default
-against `Decoder.first_horizon` = infinity, one loop), so that a later change to the
-search is measured the same way.
 
 What is measured
 ----------------
 A trained parsing run (`--output_dir`, its `--data_dir`), the first `--lines` sentences
 of a split, decoded with the problem's default decode hparams (beam 21, alpha 0.3,
-input + 300, tree constraint) plus `--decode_hparams`, alternately with each side,
-`--rounds` times each, in one process, after one warm-up round each whose time (tracing
-and compiling every batch shape, and that round's search) is reported apart. Prints
+input + 300, tree constraint) plus `--decode_hparams`, alternately with
+`Decoder.first_horizon` = 64 (horizons) and = infinity (one loop), `--rounds` times
+each, in one process, after one warm-up round each whose time (tracing and compiling
+every batch shape, and that round's search) is reported apart. Prints
 sentences/s per round, the median of each, their ratio, the search's loop steps per
 batch, and checks the trees agree.
 
@@ -45,7 +43,6 @@ def main(argv=None):
   p.add_argument("--lines", type=int, default=40)
   p.add_argument("--rounds", type=int, default=2)
   p.add_argument("--decode_hparams", default="")
-  p.add_argument("--compare", choices=sorted(COMPARISONS), default="horizons")
   p.add_argument("--output_json", default="")
   args = p.parse_args(argv)
 
@@ -59,13 +56,12 @@ def main(argv=None):
   hp = DecodeHParams().override(problem.default_decode_hparams).override(args.decode_hparams)
   lines = _read_inputs(args.data_dir, args.problem, args.split, args.lines)
   pipelines = {}
-  for name, setup in COMPARISONS[args.compare]:
+  for name, first in (("horizons", 64), ("one_loop", 10 ** 9)):
     pipe = DecodePipeline(problem, model, hp, args.data_dir)
-    setup(pipe.decoder)
+    pipe.decoder.first_horizon = first
     pipelines[name] = pipe
-  (first, _), (second, _) = COMPARISONS[args.compare]
   rates = {name: [] for name in pipelines}
-  warmup_seconds, steps = {}, {name: [] for name in pipelines}
+  warmup_seconds, steps = {}, {}
   outputs = {}
   for round_index in range(args.rounds + 1):
     for name, pipe in pipelines.items():
@@ -81,29 +77,16 @@ def main(argv=None):
       print(f"round {round_index} {name}: {len(lines) / seconds:.2f} sentences/s "
             f"({seconds:.1f} s, host busy {host_cpu_seconds()[0] - busy:.1f} cpu-s, "
             f"loop steps per batch {pipe.decoder.last_steps})", file=sys.stderr, flush=True)
-  same = outputs[first].lines == outputs[second].lines
+  same = outputs["horizons"].lines == outputs["one_loop"].lines
   result = dict(checkpoint=checkpoint, lines=len(lines), decode_hparams=str(hp),
-                compare=args.compare,
                 sentences_per_s={k: statistics.median(v) for k, v in rates.items()},
                 per_round=rates, warmup_round_seconds=warmup_seconds,
                 loop_steps_per_batch=steps, same_trees=same)
-  result["ratio"] = result["sentences_per_s"][first] / result["sentences_per_s"][second]
+  result["ratio"] = result["sentences_per_s"]["horizons"] / result["sentences_per_s"]["one_loop"]
   print(json.dumps(result, indent=1))
   if args.output_json:
     with open(args.output_json, "w") as f:
       json.dump(result, f, indent=1)
-
-
-def _first_horizon(value):
-  def setup(decoder):
-    decoder.first_horizon = value
-  return setup
-
-
-# --compare: (name, setup of a fresh Decoder) for each side; the first is the default search.
-COMPARISONS = {
-    "horizons": (("horizons", _first_horizon(64)), ("one_loop", _first_horizon(10 ** 9))),
-}
 
 
 def _read_inputs(data_dir, problem_name, split, count):

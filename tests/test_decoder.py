@@ -232,11 +232,10 @@ def test_padded_batch_rows_change_nothing_but_the_shapes(trained):
   assert len(unpadded.shapes_seen) > len(padded.shapes_seen)  # The fixture's lengths vary.
 
 
-
 def test_the_last_batch_is_not_padded_onto_a_shape_nothing_will_reuse(trained):
   """Empty rows pay only by reusing a compiled shape: a call's last batch, at a width no
-  earlier batch had, keeps its own row count (one of 17 parsing sentences padded to 64 rows
-  cost as much as 64); a second call reuses every shape of the first."""
+  earlier batch had, keeps its own row count (a parsing batch of 17 sentences padded to 64
+  rows cost as much as 64 sentences); a second call reuses every shape of the first."""
   model, sources = trained
   hp = DecodeHParams(beam_size=2, extra_length=3, batch_size=4, batch_tokens=0)
   decoder = Decoder(model, hp)
