@@ -156,6 +156,18 @@ def test_16_bit_policies_match_float32_with_padding(policy):
   assert (a.argmax(-1) == b.argmax(-1)).mean() > 0.8
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_16_bit_cached_decoding_equals_its_full_forward(policy):
+  """The KV cache holds the layers' compute dtype, so a 16-bit model decodes (beams too)."""
+  keras.utils.set_random_seed(2)
+  low = Transformer(tiny_hparams(dtype=policy))
+  np.testing.assert_allclose(_cached_logits(low, SRC, TGT), logits_of(low, SRC, TGT),
+                             atol=0.05)
+  beams = Decoder(low, DecodeHParams(beam_size=3, extra_length=2)).search_ids(
+      tf.constant(SRC), tf.constant([5, 3]))
+  assert beams.ids.shape[:2] == (2, 3) and np.isfinite(beams.scores.numpy()).all()
+
+
 def test_missing_vocab_size_is_a_clear_error():
   from t2tlite.hparams_record import HParamsError
   with pytest.raises(HParamsError, match="vocab_size"):

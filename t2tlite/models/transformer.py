@@ -214,7 +214,9 @@ class Transformer(keras.Model):
     """
     batch = ops.shape(memory)[0]
     hp = self.hparams
-    dtype = self.compute_dtype
+    # The layers' policy (hp.dtype), not the outer Model's (float32): under
+    # mixed_bfloat16 the keys and values written into the cache are bfloat16.
+    dtype = self.decoder_layers[0].compute_dtype
     state = {
         f"layer_{i}": {
             "key": ops.zeros((batch, max_length, hp.num_heads, hp.key_dim), dtype),
