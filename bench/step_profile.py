@@ -44,15 +44,22 @@ RANDOM_ID_SHAPES = ("base", "tiny")  # train_throughput.SHAPES trained on random
 GROUPS = ("matmul", "loss over V", "attn softmax", "layer norm", "dropout", "optimizer", "cast",
           "embedding", "other")
 MATMUL_TYPES = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum",
-                "_FusedMatMul")
+                "FusedMatMul")
 RANDOM_TYPES = ("StatelessRandomUniformV2", "StatelessRandomGetKeyCounter", "RandomUniform",
                 "StatelessRandomUniformFullIntV2", "StatelessRandomGetKeyCounterAlg")
+
+
+def kernel_free(op_type: str) -> str:
+  """The op under its kernel's prefix: TensorFlow rewrites ops to internal and oneDNN
+  kernels (_FusedMatMul, and on AVX-512 CPUs _MklMatMul, _MklEinsum, _MklNativeFusedMatMul),
+  which are the same matmuls."""
+  return op_type.removeprefix("_").removeprefix("Mkl").removeprefix("Native")
 
 
 def group_of(op_type: str, name: str) -> str:
   """The group of one TensorFlow op, from its type and its full name (scope path)."""
   lowered = name.lower()
-  if op_type in MATMUL_TYPES:
+  if kernel_free(op_type) in MATMUL_TYPES:
     return "matmul"
   if op_type in RANDOM_TYPES or "dropout" in lowered:
     return "dropout"

@@ -96,6 +96,11 @@ def test_multi30k_recipe_smoke(script, lang, tmp_path, shared_dir):
   check_scores(os.path.join(out, "test_2016.bleu.json"), translation, references, lang,
                lowercased=True)
   check_training(out, f"multi30k_en{lang}")
+  # It trained in the fastest dtype of this CPU: bfloat16 compute where it has bfloat16 units.
+  with open("/proc/cpuinfo") as f:
+    flags = set(f.read().split())
+  trained = json.load(open(os.path.join(out, "train", "hparams.json")))["dtype"]
+  assert trained == ("mixed_bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32")
 
 
 @pytest.mark.slow
