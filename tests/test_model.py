@@ -156,11 +156,13 @@ def test_16_bit_policies_match_float32_with_padding(policy):
   assert (a.argmax(-1) == b.argmax(-1)).mean() > 0.8
 
 
+@pytest.mark.parametrize("decoder_layers", [2, 0])
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
-def test_16_bit_cached_decoding_equals_its_full_forward(policy):
-  """The KV cache holds the layers' compute dtype, so a 16-bit model decodes (beams too)."""
+def test_16_bit_cached_decoding_equals_its_full_forward(policy, decoder_layers):
+  """The KV cache holds the layers' compute dtype, so a 16-bit model decodes (beams too),
+  also with no decoder layers (allowed by the hparams; the cache is then empty)."""
   keras.utils.set_random_seed(2)
-  low = Transformer(tiny_hparams(dtype=policy))
+  low = Transformer(tiny_hparams(dtype=policy, num_decoder_layers=decoder_layers))
   np.testing.assert_allclose(_cached_logits(low, SRC, TGT), logits_of(low, SRC, TGT),
                              atol=0.05)
   beams = Decoder(low, DecodeHParams(beam_size=3, extra_length=2)).search_ids(

@@ -216,7 +216,7 @@ class Transformer(keras.Model):
     hp = self.hparams
     # The layers' policy (hp.dtype), not the outer Model's (float32): under
     # mixed_bfloat16 the keys and values written into the cache are bfloat16.
-    dtype = self.decoder_layers[0].compute_dtype
+    dtype = keras.DTypePolicy(hp.dtype).compute_dtype
     state = {
         f"layer_{i}": {
             "key": ops.zeros((batch, max_length, hp.num_heads, hp.key_dim), dtype),
