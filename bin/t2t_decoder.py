@@ -79,6 +79,8 @@ def main(argv):
   logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s; %.1f s outside the new-shape "
                "batches)", target, len(decoded.lines), seconds,
                len(decoded.lines) / max(seconds, 1e-9), seconds - first)
+  # A batch's search runs until its slowest sentence is done: its cost grows with these.
+  logging.info("search loop steps per batch: %s", decoder.last_steps)
   if references is not None:
     scores = dict(decoded.metrics)
     scores.update(lines=len(decoded.lines), checkpoint=checkpoint, seconds=round(seconds, 2))
