@@ -128,20 +128,12 @@ def test_doubling_horizons():
 
 
 def test_nbest_beams_and_scores(trained):
-  """nbest=N gives N distinct hypotheses best first; the best equals plain decoding.
-
-  Plain decoding writes one hypothesis, so its search stops each sentence once
-  the best is final (final_beams=1); it must still be the full search's best.
-  """
+  """nbest=N gives N distinct hypotheses best first; the best equals plain decoding."""
   model, sources = trained
-  best_decoder = Decoder(model, DecodeHParams(extra_length=5))
-  best = best_decoder.decode_nbest(sources)
-  beams_decoder = Decoder(model, DecodeHParams(extra_length=5, return_beams=True))
-  beams = beams_decoder.decode_nbest(sources)
-  assert sum(best_decoder.last_steps) <= sum(beams_decoder.last_steps)
-  for [(one, one_score)], four in zip(best, beams):
+  best = Decoder(model, DecodeHParams(extra_length=5)).decode_ids(sources)
+  beams = Decoder(model, DecodeHParams(extra_length=5, return_beams=True)).decode_nbest(sources)
+  for one, four in zip(best, beams):
     assert len(four) == 4 and four[0][0] == one
-    assert one_score == pytest.approx(four[0][1], abs=1e-5)
     scores = [score for _, score in four]
     assert scores == sorted(scores, reverse=True)
     assert len({tuple(ids) for ids, _ in four}) == 4

@@ -258,54 +258,6 @@ def test_no_early_stop_when_eos_is_unlikely():
   np.testing.assert_array_equal(result.lengths, 9)
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_final_beams_1_gives_the_full_searchs_best_in_no_more_steps(seed, alpha):
-  # tensor2tensor's stop_early rule (final_beams=1) ends a sentence once its best
-  # finished hypothesis beats every alive one's reachable score; the best must
-  # be the one the exact-for-every-beam search (and brute force) returns.
-  vocab, max_length = 4, 5
-  model = random_hash_model(seed, vocab, max_length, eos_shift=1.0)
-  salts = [3, 50, 71]
-  full = as_numpy(run_beam(model, salts, 3, alpha, [max_length] * 3, max_length))
-  best_only = as_numpy(beam_search(
-      model, tf.zeros([3], tf.int32), model.initial_state(salts), 3, alpha,
-      tf.constant([max_length] * 3, tf.int32), max_length, final_beams=1))
-  assert best_only.steps <= full.steps
-  for b, salt in enumerate(salts):
-    score, tokens = brute_force(model, salt, max_length, alpha)[0]
-    np.testing.assert_array_equal(best_only.ids[b, 0], padded(tokens, max_length + 1))
-    np.testing.assert_array_equal(best_only.ids[b, 0], full.ids[b, 0])
-    np.testing.assert_allclose(best_only.scores[b, 0], score, rtol=1e-5, atol=1e-5)
-
-
-def test_final_beams_1_stops_before_the_worst_beam_is_certain():
-  # EOS is likely at once, then unlikely: the best (a lone EOS, p ~ 0.9) is certain
-  # after one step, but the third finished hypothesis waits on long, unlikely
-  # continuations until max length.
-  decode_length = 8
-  model = random_hash_model(7, 6, decode_length, eos_shift=-4.0)
-  table = model.np_table.copy()
-  salt = 0
-  start_row = (salt * 31 + 0 + 1) % HashModel.P  # The row the start symbol reads.
-  table[start_row, EOS] = 20.0
-  model = HashModel(table, decode_length)
-  full = as_numpy(run_beam(model, [salt], 3, 0.0, [decode_length], decode_length))
-  best_only = as_numpy(beam_search(
-      model, tf.zeros([1], tf.int32), model.initial_state([salt]), 3, 0.0,
-      tf.constant([decode_length], tf.int32), decode_length, final_beams=1))
-  np.testing.assert_array_equal(best_only.ids[0, 0], full.ids[0, 0])
-  np.testing.assert_array_equal(best_only.ids[0, 0], padded((EOS,), decode_length + 1))
-  assert best_only.steps < full.steps, (best_only.steps, full.steps)
-
-
-def test_final_beams_out_of_range_is_refused():
-  model = random_hash_model(1, 4, 3)
-  with pytest.raises(ValueError, match="final_beams=4"):
-    beam_search(model, tf.zeros([1], tf.int32), model.initial_state([3]), 3, 0.0,
-                tf.constant([3], tf.int32), 3, final_beams=4)
-
-
 # 5. Per-sentence max lengths ------------------------------------------------
 
 def test_eos_forced_at_each_sentence_max_length():

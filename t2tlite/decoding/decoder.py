@@ -91,10 +91,9 @@ class Decoder:
     if not hp.use_cache:  # The cached step reads its per-sentence context once per sentence.
       context = search.tile_to_beams(context, hp.beam_size)
     step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
-    # Only the beams written must be exact: the search stops each sentence once they are.
     return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
                               decode_length, EOS_ID, reorder_state=self._reorder,
-                              horizons=horizons, final_beams=hp.beams_written, **constrained)
+                              horizons=horizons, **constrained)
 
   @property
   def max_input_length(self) -> int:

@@ -42,9 +42,7 @@ Beam search follows tensor2tensor (Vaswani et al. 2017, Section 6.1; Wu et al.
   has no alive hypothesis left (after the forced EOS). tensor2tensor compares
   the *best* finished score instead, which only protects the top-1 hypothesis;
   here the returned beams are the best `beam` finished hypotheses that running
-  the search to the end would return. A caller that uses fewer passes
-  `final_beams` (tensor2tensor's rule is final_beams=1): the sentence then stops
-  once that many are certain, and those are still exact. A done sentence proposes no more
+  the search to the end would return. A done sentence proposes no more
   candidates, so its results are frozen while the rest of the batch decodes, and
   the loop ends as soon as every sentence is done.
 
@@ -297,24 +295,22 @@ def _candidate_log_probs(s, log_probs, max_lengths, eos_id):
   return tf.where(valid, extended, NEG_INF), valid
 
 
-def _is_done(s, max_lengths, alpha, final_beams):
-  """bool [batch]: sentences whose `final_beams` best finished hypotheses are final.
+def _is_done(s, max_lengths, alpha):
+  """bool [batch]: sentences that cannot gain a better finished hypothesis.
 
   After step s.step the alive hypotheses have s.step + 1 tokens and end with
   between s.step + 2 and max_lengths + 1 tokens; since their log-probs only
   fall and are <= 0, the best score one could reach is its log-prob over the
-  largest penalty in that range (lp is monotonic, so one of the two ends). The
-  finished set is sorted best first, so once its `final_beams`-th entry beats
-  every reachable score, none of the first `final_beams` can change.
+  largest penalty in that range (lp is monotonic, so one of the two ends).
   """
   best_penalty = tf.maximum(length_penalty(s.step + 2, alpha),
                             length_penalty(max_lengths + 1, alpha))  # [batch]
   reachable = s.alive_log_probs / best_penalty[:, tf.newaxis]
   best_reachable = tf.reduce_max(tf.where(s.alive_valid, reachable, _SORT_MIN), axis=1)
-  kth_finished = s.finished_scores[:, final_beams - 1]
-  kth_valid = s.finished_valid[:, final_beams - 1]
+  worst_finished = tf.reduce_min(s.finished_scores, axis=1)
+  full = tf.reduce_all(s.finished_valid, axis=1)
   none_alive = ~tf.reduce_any(s.alive_valid, axis=1)
-  return s.done | none_alive | (kth_valid & tf.greater(kth_finished, best_reachable))
+  return s.done | none_alive | (full & tf.greater(worst_finished, best_reachable))
 
 
 def gather_rows(state, rows):
@@ -324,7 +320,7 @@ def gather_rows(state, rows):
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alpha,
                 max_lengths, decode_length, eos_id=1, reorder_state=gather_rows,
-                constraint=None, constraint_state=(), horizons=None, final_beams=None):
+                constraint=None, constraint_state=(), horizons=None):
   """Batched beam search with GNMT length penalty and exact early stopping.
 
   Args:
@@ -351,19 +347,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     constraint_state: its initial state, nested tensors [batch, ...].
     horizons: None, or increasing Python ints ending at decode_length + 1
       (module docstring): symbols_to_logits_fn then also takes `horizon=`.
-    final_beams: Python int in [1, beam_size] (None: beam_size). A sentence
-      stops once its best `final_beams` finished hypotheses are final: those
-      are exactly what the full search returns, the later ones may not be.
-      1 is tensor2tensor's stop_early rule, enough when only the best is
-      used; it ends a sentence as soon as its best is certain instead of when
-      the worst of the beam is.
   Returns:
     SearchResult with ids [batch, beam_size, decode_length + 1], the best
     `beam_size` finished hypotheses per sentence sorted by normalized score.
   """
-  final_beams = beam_size if final_beams is None else final_beams
-  if not 1 <= final_beams <= beam_size:
-    raise ValueError(f"final_beams={final_beams} must be in [1, beam_size={beam_size}]")
   max_lengths = _clamped_max_lengths(max_lengths, decode_length)
   initial = _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
                                 constraint_state if constraint is not None else ())
@@ -426,7 +413,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
         finished_lengths=finished_lengths,
         finished_valid=finished_valid,
         done=s.done)
-    return (s._replace(done=_is_done(s, max_lengths, alpha, final_beams)),)
+    return (s._replace(done=_is_done(s, max_lengths, alpha)),)
 
   final = _run_phases(lambda s: ~tf.reduce_all(s.done), body, initial, decode_length, horizons)
   valid = final.finished_valid
