@@ -33,8 +33,7 @@ PROBLEM=multi30k_en${LANG_TGT}
 # AMX-BF16: 1.75x float32 on the base step, bench/README.md), else float32. DTYPE=float32
 # keeps float32 anywhere; a dtype in HPARAMS wins over both. A run is resumed in the dtype
 # it started in (the trainer refuses other hparams in its directory): pass that DTYPE.
-DTYPE=${DTYPE:-$(grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null \
-  && echo mixed_bfloat16 || echo float32)}
+DTYPE=${DTYPE:-$(bash "$(dirname "$0")/cpu_dtype.sh")}
 
 t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW"
 t2t-trainer --backend="${BACKEND:-tensorflow}" \

@@ -28,8 +28,7 @@ OUT=${1:-runs/ptb_sample}
 PTB=${2:-${PTB_DIR:-../shared/data/ptb}}
 SECONDS_BUDGET=${TRAIN_SECONDS:-3600}
 OPTIONS=${PROBLEM_OPTIONS-target_words=true}
-DTYPE=${DTYPE:-$(grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null \
-  && echo mixed_bfloat16 || echo float32)}
+DTYPE=${DTYPE:-$(bash "$(dirname "$0")/cpu_dtype.sh")}
 
 t2t-datagen --problem=ptb_sample --data_dir="$OUT/data" --tmp_dir="$PTB" \
   --problem_options="$OPTIONS"
