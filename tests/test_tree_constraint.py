@@ -496,3 +496,60 @@ def test_no_unary_repeat_with_words_is_the_brute_force_set_of_trees_without_x_ov
   for prefix in sorted(prefixes):
     mask = c.mask(word_state_after(c, prefix, source, max_length)).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
+
+
+@pytest.mark.parametrize("source,max_depth,max_length", WORD_CASES[:4])
+def test_candidates_list_each_allowed_token_once_in_ascending_order(source, max_depth, max_length):
+  valid = set(all_valid_trees(0, max_depth, max_length, source=source))
+  prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
+  c = word_constraint(max_depth)
+  for prefix in sorted(prefixes):
+    ids, allowed = c.candidates(word_state_after(c, prefix, source, max_length))
+    ids, allowed = list(ids.numpy()[0]), list(allowed.numpy()[0])
+    assert ids == sorted(ids), prefix  # Ties then break as over the whole vocabulary.
+    listed = [i for i, a in zip(ids, allowed) if a]
+    assert sorted(listed) == sorted(allowed_after(prefix, valid)), prefix
+    assert len(listed) == len(set(listed)), prefix
+
+
+def test_a_source_piece_that_reads_like_a_bracket_is_a_candidate_once():
+  # The source's only word is the piece "(A" (id 2): after "(B" opens the root, id 2 is both
+  # the word slot and an opening bracket. Listed twice, it would enter the beam twice.
+  c = word_constraint(2)
+  state = word_state_after(c, (3,), (2,), 8)
+  ids, allowed = (t.numpy()[0] for t in c.candidates(state))
+  assert list(ids[allowed]).count(2) == 1
+  assert set(np.flatnonzero(c.mask(state).numpy()[0])) == set(ids[allowed])
+
+
+class _MaskOnly:
+  """The tree constraint without `candidates`: beam search then ranks the whole vocabulary."""
+
+  def __init__(self, constraint):
+    self.mask, self.update = constraint.mask, constraint.update
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_beam_search_over_candidate_lists_equals_the_search_over_the_whole_vocabulary(compiled):
+  max_depth, max_length, beam = 3, 14, 5
+  vocab = len(PIECES) + len(WORD_PIECES)
+  step, _ = fake_model(vocab, max_length, seed=23)
+  c = word_constraint(max_depth)
+  sources = [(7, 10, 9), (9,), (9, 10, 10, 7), (6, 7, 9)]
+  inputs = tf.constant([list(s) + [EOS] + [0] * (5 - len(s)) for s in sources])
+
+  def run(inputs, constraint):
+    max_lengths = tf.fill(tf.shape(inputs)[:1], max_length)
+    return search.beam_search(step, tf.zeros_like(inputs[:, 0]), {}, beam, 0.3, max_lengths,
+                              max_length, EOS, constraint=constraint,
+                              constraint_state=c.initial_state(inputs, max_lengths))
+
+  results = []
+  for constraint in (c, _MaskOnly(c)):
+    fn = lambda x, constraint=constraint: run(x, constraint)
+    results.append((tf.function(fn, jit_compile=True) if compiled else fn)(inputs))
+  listed, whole = results
+  assert int(listed.steps) == int(whole.steps)
+  np.testing.assert_array_equal(listed.ids.numpy(), whole.ids.numpy())
+  np.testing.assert_array_equal(listed.scores.numpy(), whole.scores.numpy())
+  np.testing.assert_array_equal(listed.lengths.numpy(), whole.lengths.numpy())

@@ -55,6 +55,15 @@ updates it with each chosen token, inside the loop. Disallowed tokens are
 invalid candidates; allowed ones keep the model's log-probs (no renormalisation,
 as with the forced EOS).
 
+Candidate lists. A constraint that allows only a few tokens at a time may
+also offer `candidates(state) -> (ids int32 [rows, C], allowed bool [rows, C])`,
+the tokens it may allow (each once, ascending, so ties break as over the whole
+vocabulary). Beam search then ranks beam x C candidates per sentence instead of
+beam x vocab: the same hypotheses, without the passes over [rows, vocab]
+(candidate scores, the constraint's mask, a top-k over beam x vocab) that cost
+more than the model at parsing's beam 21 (tree_constraint.py: C is the labels
+plus 3). The log-softmax still normalizes over the whole vocabulary.
+
 Token choice is one hook in two parts: the constraint says which tokens are
 allowed, and greedy search's `choose` picks one of them (argmax, or a draw:
 `sampling.Sampler`, `sampling_method=random`). Beam search always ranks
@@ -272,22 +281,24 @@ def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
       done=tf.zeros([batch], tf.bool))
 
 
-def _candidate_log_probs(s, log_probs, max_lengths, eos_id):
-  """Scores every one-token extension of the alive beams.
+def _candidate_log_probs(s, log_probs, tokens, max_lengths, eos_id):
+  """Scores the one-token extensions of the alive beams.
 
   Args:
     s: _BeamState before the step.
-    log_probs: float32 [batch, beam, vocab], next-token log-probs per alive beam.
+    log_probs: float32 [batch, beam, width], next-token log-probs per alive beam
+      of the tokens `tokens`.
+    tokens: int32 [1, 1, vocab] (every token: width = vocab) or [batch, beam, width]
+      (a constraint's candidate lists).
     max_lengths: int32 [batch].
     eos_id: Python int.
   Returns:
-    (log_probs [batch, beam, vocab] of the extended prefixes, NEG_INF where
-    invalid; valid bool [batch, beam, vocab]). An extension is invalid when its
+    (log_probs [batch, beam, width] of the extended prefixes, NEG_INF where
+    invalid; valid bool [batch, beam, width]). An extension is invalid when its
     parent is, when its sentence is done, or when it is not EOS although the
     parent already has max_lengths[b] tokens.
   """
-  vocab = _vocab_size(log_probs)
-  is_eos = tf.equal(tf.range(vocab), eos_id)[tf.newaxis, tf.newaxis]  # [1, 1, vocab]
+  is_eos = tf.equal(tokens, eos_id)
   forced = tf.greater_equal(s.step, max_lengths)[:, tf.newaxis, tf.newaxis]  # [batch, 1, 1]
   valid = (s.alive_valid[:, :, tf.newaxis] & ~s.done[:, tf.newaxis, tf.newaxis]
            & (is_eos | ~forced))
@@ -355,26 +366,39 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
   initial = _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
                                 constraint_state if constraint is not None else ())
   batch = _shape_list(initial.alive_seq)[0]
+  listed = hasattr(constraint, "candidates")
 
   def body(s, horizon):
     ids = tf.gather(s.alive_seq, s.step, axis=2)  # [batch, beam]
     logits, new_model_state = _call_model(symbols_to_logits_fn, _merge_beams(ids), s.step,
                                           s.model_state, horizon)
-    log_probs = _split_beams(_log_probs(logits), batch, beam_size)  # [batch, beam, vocab]
-    vocab = _vocab_size(log_probs)
-    cand_log_probs, cand_valid = _candidate_log_probs(s, log_probs, max_lengths, eos_id)
-    if constraint is not None:
-      allowed = _split_beams(constraint.mask(s.constraint_state), batch, beam_size)
+    log_probs = _log_probs(logits)  # [batch * beam, vocab]
+    if listed:  # Rank the listed tokens only (module docstring, "Candidate lists").
+      tokens, allowed = constraint.candidates(s.constraint_state)  # [batch * beam, C]
+      log_probs = tf.gather(log_probs, tokens, batch_dims=1)
+      tokens = _split_beams(tokens, batch, beam_size)
+      allowed = _split_beams(allowed, batch, beam_size)
+    else:
+      tokens = tf.range(_vocab_size(log_probs))[tf.newaxis, tf.newaxis]  # [1, 1, vocab]
+      allowed = None if constraint is None else _split_beams(
+          constraint.mask(s.constraint_state), batch, beam_size)
+    log_probs = _split_beams(log_probs, batch, beam_size)  # [batch, beam, width]
+    width = _vocab_size(log_probs)
+    cand_log_probs, cand_valid = _candidate_log_probs(s, log_probs, tokens, max_lengths, eos_id)
+    if allowed is not None:
       cand_valid = cand_valid & allowed
       cand_log_probs = tf.where(allowed, cand_log_probs, NEG_INF)
-    flat_log_probs = tf.reshape(cand_log_probs, [batch, -1])  # [batch, beam * vocab]
+    flat_log_probs = tf.reshape(cand_log_probs, [batch, -1])  # [batch, beam * width]
     flat_valid = tf.reshape(cand_valid, [batch, -1])
 
     # The 2 * beam best extensions: enough to keep `beam` alive after EOS ones leave.
     top = _top_k_indices(flat_log_probs, flat_valid, 2 * beam_size)  # [batch, 2 * beam]
     top_log_probs, top_valid = _gather_beams((flat_log_probs, flat_valid), top)
-    top_parent = top // vocab
-    top_token = top % vocab
+    top_parent = top // width
+    if listed:
+      top_token = tf.gather(tf.reshape(tokens, [batch, -1]), top, batch_dims=1)
+    else:
+      top_token = top % width
     top_seq = _write_position(_gather_beams(s.alive_seq, top_parent), s.step + 1, top_token)
     top_eos = tf.equal(top_token, eos_id)
 

@@ -85,6 +85,16 @@ def tree_token(piece: str) -> str:
   return piece[len(WORD_BOUNDARY):] if piece.startswith(WORD_BOUNDARY) else piece
 
 
+class _Allowed(typing.NamedTuple):
+  """What each prefix may take next; every field has leading dim rows."""
+  open_labels: tf.Tensor  # bool [rows, labels]: may open a constituent of label k.
+  word_id: tf.Tensor      # int32 [rows]: the word slot's token (XX, or the next source piece).
+  word: tf.Tensor         # bool [rows]: may take word_id.
+  close_id: tf.Tensor     # int32 [rows]: the innermost constituent's closing bracket.
+  close: tf.Tensor        # bool [rows]: may take close_id.
+  eos: tf.Tensor          # bool [rows]: may end.
+
+
 class TreeConstraint:
   """Allows only tokens that keep the prefix a completable tree (module docstring).
 
@@ -136,8 +146,6 @@ class TreeConstraint:
     is_xx = np.zeros([vocab], bool)
     if not target_words:
       is_xx[xx[0]] = True
-    is_eos = np.zeros([vocab], bool)
-    is_eos[eos_id] = True
     self.vocab_size = vocab
     self.max_depth = max_depth
     self.max_open_run = max_open_run
@@ -145,11 +153,13 @@ class TreeConstraint:
     self.eos_id = eos_id
     self.pad_id = pad_id
     self.target_words = target_words
+    self._open_ids = tf.constant([opens[label] for label in self.labels], tf.int32)
+    self._close_ids = tf.constant([closes[label] for label in self.labels], tf.int32)
+    self._xx_id = -1 if target_words else xx[0]
     self._label_of = tf.constant(label_of)
     self._is_open = tf.constant(is_open)
     self._is_close = tf.constant(is_close)
     self._is_xx = tf.constant(is_xx)
-    self._is_eos = tf.constant(is_eos)
     self._word_starts = tf.constant(np.asarray(source_word_starts, bool))
 
   @classmethod
@@ -208,8 +218,8 @@ class TreeConstraint:
     starts = tf.gather(self._word_starts, state.source)
     return tf.reduce_sum(tf.cast(ahead & starts, tf.int32), axis=1)
 
-  def mask(self, state: TreeState):
-    """bool [rows, vocab]: the tokens that keep each prefix completable."""
+  def _rules(self, state: TreeState) -> "_Allowed":
+    """Which kinds of token each prefix may take next (the rules of the module docstring)."""
     w, d, budget = state.words_left, state.depth, state.budget
     # Shortest completion after each kind of token: the words left, then a close per open
     # constituent; it must fit in the tokens left after this one.
@@ -220,11 +230,13 @@ class TreeConstraint:
     top = tf.maximum(d - 1, 0)  # The innermost open constituent's slot.
     innermost = tf.gather(state.stack, top, batch_dims=1)  # [rows]
     if self.target_words:  # The word slot is the next source piece; no bracket inside a word.
-      piece, within = self._next_piece(state)
+      word_id, within = self._next_piece(state)
+    else:
+      word_id = tf.fill(tf.shape(w), self._xx_id)
     can_close = ((d > 0) & ~state.empty & ((d > 1) | (w == 0))
                  & (w + d - 1 <= budget - 1))
     can_eos = (d == 0) & (w == 0)
-    open_room = None
+    open_labels = tf.ones([tf.shape(w)[0], len(self.labels)], tf.bool)
     if self.no_unary_repeat:
       # A "pending" constituent's only child has its label: it cannot close before it gains
       # another child, which takes a word of its own. Every prefix stays completable while the
@@ -244,25 +256,47 @@ class TreeConstraint:
         can_xx &= settled <= words - 1
       # Opening L: itself empty, and the innermost turns pending when L is its label and first child.
       first_same = ((d > 0) & tf.equal(inner_only, NO_CHILD))[:, tf.newaxis] & tf.equal(
-          self._label_of[tf.newaxis], innermost[:, tf.newaxis])
-      open_room = (settled[:, tf.newaxis] + 1 + tf.cast(first_same, tf.int32)
-                   <= words[:, tf.newaxis])
+          tf.range(len(self.labels))[tf.newaxis], innermost[:, tf.newaxis])
+      open_labels = (settled[:, tf.newaxis] + 1 + tf.cast(first_same, tf.int32)
+                     <= words[:, tf.newaxis])
     if self.target_words:
       can_open &= ~within
       can_close &= ~within
-      word_ok = (tf.equal(tf.range(self.vocab_size)[tf.newaxis], piece[:, tf.newaxis])
-                 & can_xx[:, tf.newaxis])
-    else:
-      word_ok = self._is_xx[tf.newaxis] & can_xx[:, tf.newaxis]
-    close_ok = (self._is_close[tf.newaxis] & can_close[:, tf.newaxis]
-                & tf.equal(self._label_of[tf.newaxis], innermost[:, tf.newaxis]))
-    open_ok = self._is_open[tf.newaxis] & can_open[:, tf.newaxis]
-    if open_room is not None:
-      open_ok &= open_room
-    return (open_ok
-            | word_ok
-            | close_ok
-            | (self._is_eos[tf.newaxis] & can_eos[:, tf.newaxis]))
+    return _Allowed(open_labels=open_labels & can_open[:, tf.newaxis],
+                    word_id=word_id, word=can_xx,
+                    close_id=tf.gather(self._close_ids, innermost), close=can_close,
+                    eos=can_eos)
+
+  def candidates(self, state: TreeState):
+    """(ids int32 [rows, C], allowed bool [rows, C]): every token allowed next is listed once.
+
+    C = labels + 3 (each opening bracket, the innermost's closing one, the word
+    slot, EOS): a few dozen of the thousands in the vocabulary, so beam search
+    ranks these instead of every token (search.py, "Candidate lists"). Each
+    row's ids are ascending, so ranking them breaks ties as ranking the whole
+    vocabulary does (lower id first); an id that appears twice (a source piece
+    that reads like a bracket) is allowed once, if either copy is.
+    """
+    rules = self._rules(state)
+    rows = tf.shape(rules.word_id)[0]
+    ids = tf.concat([tf.tile(self._open_ids[tf.newaxis], [rows, 1]),
+                     tf.stack([rules.close_id, rules.word_id,
+                               tf.fill([rows], self.eos_id)], axis=1)], axis=1)
+    allowed = tf.concat([rules.open_labels,
+                         tf.stack([rules.close, rules.word, rules.eos], axis=1)], axis=1)
+    # Ascending ids, an allowed copy first among equal ids; later copies are not allowed.
+    order = tf.argsort(ids * 2 + tf.cast(~allowed, tf.int32), axis=1, stable=True)
+    ids = tf.gather(ids, order, batch_dims=1)
+    allowed = tf.gather(allowed, order, batch_dims=1)
+    repeated = tf.pad(tf.equal(ids[:, 1:], ids[:, :-1]), [[0, 0], [1, 0]])
+    return ids, allowed & ~repeated
+
+  def mask(self, state: TreeState):
+    """bool [rows, vocab]: the tokens that keep each prefix completable (`candidates`, spread)."""
+    ids, allowed = self.candidates(state)
+    every_token = tf.range(self.vocab_size)[tf.newaxis, tf.newaxis]
+    return tf.reduce_any(tf.equal(ids[:, :, tf.newaxis], every_token)
+                         & allowed[:, :, tf.newaxis], axis=1)
 
   def update(self, state: TreeState, tokens) -> TreeState:
     """The state after appending tokens int32 [rows] (clipped, so any token is safe)."""
