@@ -68,7 +68,8 @@ class ParsingProblem(TranslateProblem):
   # length_multiple=64: each batch width is an XLA compilation of a search that runs
   # input + 300 in four horizon loops (about 14 s on 2 cores), which the default multiple of 8
   # paid for five widths on the sample's dev set; padding the sources costs the encoder
-  # little. Same trees, 2.5 -> 3.3 sentences/s (bench/README.md, "Parsing decode").
+  # little. Same trees, 2.5 -> 3.3 sentences/s (bench/README.md,
+  # "Parsing decode, second pass").
   default_decode_hparams = ("beam_size=21,alpha=0.3,extra_length=300,constrain_trees=true,"
                             "length_multiple=64")
 
