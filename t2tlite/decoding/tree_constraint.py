@@ -292,11 +292,19 @@ class TreeConstraint:
     return ids, allowed & ~repeated
 
   def mask(self, state: TreeState):
-    """bool [rows, vocab]: the tokens that keep each prefix completable (`candidates`, spread)."""
+    """bool [rows, vocab]: the tokens that keep each prefix completable (`candidates`, spread).
+
+    A scatter of the C listed ids per row (max, so a repeated id stays allowed
+    if any copy is), not a [rows, C, vocab] comparison: 0.75 against 2.4 ms a
+    greedy step of 100 rows over 4000 pieces, compiled.
+    """
     ids, allowed = self.candidates(state)
-    every_token = tf.range(self.vocab_size)[tf.newaxis, tf.newaxis]
-    return tf.reduce_any(tf.equal(ids[:, :, tf.newaxis], every_token)
-                         & allowed[:, :, tf.newaxis], axis=1)
+    rows = tf.shape(ids)[0]
+    row_of = tf.repeat(tf.range(rows)[:, tf.newaxis], tf.shape(ids)[1], axis=1)
+    spread = tf.tensor_scatter_nd_max(tf.zeros([rows, self.vocab_size], tf.int32),
+                                      tf.stack([row_of, ids], axis=-1),
+                                      tf.cast(allowed, tf.int32))
+    return spread > 0
 
   def update(self, state: TreeState, tokens) -> TreeState:
     """The state after appending tokens int32 [rows] (clipped, so any token is safe)."""
