@@ -121,3 +121,31 @@ def test_layer_attention_dropout_draws_new_masks_and_keeps_the_mean():
   assert not np.allclose(draws[0], draws[1])
   exact = numpy_attention(q, k, v, True)[0]
   np.testing.assert_allclose(draws.mean(0), exact, atol=0.1)  # 4 standard errors of the mean
+
+
+@pytest.mark.parametrize("flash", [False, True])
+def test_flash_attention_hparam_reaches_every_fused_call(flash, monkeypatch):
+  """hparams flash_attention goes to keras.ops.dot_product_attention as False (forbid the
+  flash kernel) or None (Keras decides), never True: True makes Keras raise where no flash
+  kernel exists, and a CPU has none, so a model asking for it still runs here, with the
+  numbers of the XLA path."""
+  from t2tlite.models.transformer import Transformer
+  from tests.helpers import tiny_hparams
+  hp = tiny_hparams()
+  rng = np.random.RandomState(0)
+  batch = {"inputs": rng.randint(2, 20, (2, 5)).astype("int32"),
+           "targets": rng.randint(2, 20, (2, 4)).astype("int32")}
+  batch["inputs"][1, 3:] = 0  # Padding, so every fused call carries a mask.
+  keras.utils.set_random_seed(0)
+  reference = Transformer(hp)
+  want = np.asarray(reference(batch, training=False))
+  calls = []
+  fused_op = ops.dot_product_attention
+  monkeypatch.setattr(ops, "dot_product_attention",
+                      lambda *a, **kw: calls.append(kw["flash_attention"]) or fused_op(*a, **kw))
+  model = Transformer(hp.replace(flash_attention=flash))
+  model.set_weights(reference.get_weights())
+  got = np.asarray(model(batch, training=False))
+  layers = hp.num_encoder_layers + 2 * hp.num_decoder_layers  # Self, and encoder-decoder.
+  assert calls == [None if flash else False] * layers
+  np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)

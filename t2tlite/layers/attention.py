@@ -8,8 +8,13 @@ scatter, without transposes.
 
 One attention function, two paths computing the same numbers:
 - the fused path, `keras.ops.dot_product_attention`, where the attention is
-  exactly the paper's (scale 1/sqrt(d_k), a boolean mask, nothing else): on a
-  GPU under JAX it reaches the fused (cuDNN / flash) kernels;
+  exactly the paper's (scale 1/sqrt(d_k), a boolean mask, nothing else): XLA
+  fuses its matmul-softmax-matmul, and with `flash_attention` Keras may hand
+  it to a flash kernel instead (cuDNN, under JAX on GPUs). That is off by
+  default: on an H200 at the paper's batch (~25k target tokens, bf16) the
+  cuDNN kernel made the whole training step 1.9x slower at length 32 (its
+  tiles are longer than these sentences) and about 1.4x slower at 64
+  (bench/README.md, "GPU");
 - the explicit path (matmul, float32 softmax, optional dropout), used when
   attention dropout is on, when segment masks apply, when the weights are
   asked for (`attention_with_weights`, whose weights the model's
@@ -91,7 +96,7 @@ def packed_attention_masks(inputs_segmentation, targets_segmentation):
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0, seed=None,
-                                 causal=False, segment_ids=None):
+                                 causal=False, segment_ids=None, flash_attention=False):
   """softmax(Q K^T / sqrt(d_k)) V over allowed positions, with the softmax in float32.
 
   Args:
@@ -106,18 +111,20 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0,
     causal: also mask every key after the query's position (q_length == kv_length).
     segment_ids: None, or (query_segments [b, q_length], key_segments [b, kv_length])
       int: a query attends only to keys of its own segment (packed sequences).
+    flash_attention: on the fused path, let Keras choose a flash kernel where the
+      platform has one; off, the XLA path (the module docstring says why).
   Returns:
     [batch, q_length, heads, d_v] in the dtype of `value`.
   """
   explicit = dropout_rate > 0.0 or segment_ids is not None or query.shape[1] == 1
   mask = _combined_mask(query, mask, causal, segment_ids)
   if not explicit:
-    return _fused_attention(query, key, value, mask)
+    return _fused_attention(query, key, value, mask, flash_attention)
   context, _ = _explicit_attention(query, key, value, mask, dropout_rate, seed)
   return context
 
 
-def _fused_attention(query, key, value, mask):
+def _fused_attention(query, key, value, mask, flash_attention=False):
   """keras.ops.dot_product_attention with the mask as an additive -1e9 bias on the logits.
 
   The bias is [b, 1, t, s] (padding and look-ahead combined, as the explicit
@@ -126,14 +133,15 @@ def _fused_attention(query, key, value, mask):
   compute dtype, where -1e9 is finite in float32 and bfloat16 but -inf in
   float16, so under float16 the boolean mask goes in as a mask instead (same
   result: masked logits become the op's large negative number).
+  `flash_attention` True passes None (Keras decides: a flash kernel where one
+  applies), False forbids it.
   """
-  scale = query.shape[-1] ** -0.5
+  kwargs = dict(scale=query.shape[-1] ** -0.5, flash_attention=None if flash_attention else False)
   if mask is None:
-    return ops.dot_product_attention(query, key, value, scale=scale)
+    return ops.dot_product_attention(query, key, value, **kwargs)
   if keras.backend.standardize_dtype(query.dtype) == "float16":
-    return ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
-  return ops.dot_product_attention(query, key, value, bias=ops.where(mask, 0.0, NEG_INF),
-                                   scale=scale)
+    return ops.dot_product_attention(query, key, value, mask=mask, **kwargs)
+  return ops.dot_product_attention(query, key, value, bias=ops.where(mask, 0.0, NEG_INF), **kwargs)
 
 
 def attention_with_weights(query, key, value, mask=None, dropout_rate=0.0, seed=None,
@@ -226,7 +234,7 @@ class MultiHeadAttention(keras.layers.Layer):
   """
 
   def __init__(self, num_heads, key_dim, value_dim, dropout=0.0, use_bias=False,
-               kernel_initializer="glorot_uniform", **kwargs):
+               kernel_initializer="glorot_uniform", flash_attention=False, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_dim = key_dim
@@ -234,6 +242,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.dropout = dropout
     self.use_bias = use_bias
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.flash_attention = flash_attention
     self.seed_generator = keras.random.SeedGenerator()
 
   def build(self, query_shape, value_shape=None):
@@ -281,8 +290,8 @@ class MultiHeadAttention(keras.layers.Layer):
   def attend(self, query, key, value, mask=None, training=False, causal=False):
     """Projected query [b, t, h, d_k] over cached/projected keys -> [b, t, d_model]."""
     rate, seed = self._dropout_args(training)
-    context = scaled_dot_product_attention(query, key, value, mask, rate, seed,
-                                           causal=causal)  # [b, t, h, d_v]
+    context = scaled_dot_product_attention(query, key, value, mask, rate, seed, causal=causal,
+                                           flash_attention=self.flash_attention)  # [b, t, h, d_v]
     return self.output_dense(self._merge_heads(context))
 
   def attend_grouped(self, query, key, value, mask=None):
@@ -296,7 +305,8 @@ class MultiHeadAttention(keras.layers.Layer):
     """
     batch = key.shape[0] or ops.shape(key)[0]
     grouped = ops.reshape(query, (batch, -1, self.num_heads, self.key_dim))  # [b, k, h, d_k]
-    context = scaled_dot_product_attention(grouped, key, value, mask)  # [b, k, h, d_v]
+    context = scaled_dot_product_attention(grouped, key, value, mask,
+                                           flash_attention=self.flash_attention)  # [b, k, h, d_v]
     context = ops.reshape(context, (-1, 1, self.num_heads * self.value_dim))
     return self.output_dense(context)
 
@@ -342,6 +352,6 @@ class MultiHeadAttention(keras.layers.Layer):
     config = super().get_config()
     config.update(
         num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
-        dropout=self.dropout, use_bias=self.use_bias,
+        dropout=self.dropout, use_bias=self.use_bias, flash_attention=self.flash_attention,
         kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
     return config

@@ -46,7 +46,8 @@ class _SubLayerWrapper(keras.layers.Layer):
 
   def __init__(self, num_heads, key_dim, value_dim, d_ff, dropout=0.1,
                attention_dropout=0.0, relu_dropout=0.0, layer_norm_position="post",
-               layer_norm_epsilon=1e-6, activation="relu", use_bias=False, **kwargs):
+               layer_norm_epsilon=1e-6, activation="relu", use_bias=False,
+               flash_attention=False, **kwargs):
     super().__init__(**kwargs)
     if layer_norm_position not in ("post", "pre"):
       raise ValueError(f"layer_norm_position must be 'post' or 'pre', got {layer_norm_position!r}")
@@ -61,11 +62,13 @@ class _SubLayerWrapper(keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.activation = activation
     self.use_bias = use_bias
+    self.flash_attention = flash_attention
 
   def _attention(self, name, query_shape, value_shape=None):
     layer = MultiHeadAttention(
         self.num_heads, self.key_dim, self.value_dim, dropout=self.attention_dropout,
-        use_bias=self.use_bias, dtype=self.dtype_policy, name=name)
+        use_bias=self.use_bias, flash_attention=self.flash_attention, dtype=self.dtype_policy,
+        name=name)
     layer.build(query_shape, value_shape)
     return layer
 
@@ -97,7 +100,7 @@ class _SubLayerWrapper(keras.layers.Layer):
         d_ff=self.d_ff, dropout=self.dropout, attention_dropout=self.attention_dropout,
         relu_dropout=self.relu_dropout, layer_norm_position=self.layer_norm_position,
         layer_norm_epsilon=self.layer_norm_epsilon, activation=self.activation,
-        use_bias=self.use_bias)
+        use_bias=self.use_bias, flash_attention=self.flash_attention)
     return config
 
 

@@ -77,7 +77,7 @@ class Transformer(keras.Model):
         dropout=hp.dropout, attention_dropout=hp.attention_dropout,
         relu_dropout=hp.relu_dropout, layer_norm_position=hp.layer_norm_position,
         layer_norm_epsilon=hp.layer_norm_epsilon, activation=hp.ffn_activation,
-        use_bias=hp.attention_use_bias, dtype=dtype)
+        use_bias=hp.attention_use_bias, flash_attention=hp.flash_attention, dtype=dtype)
 
     # --- Layers ---
     target_embedding = SharedEmbedding(
