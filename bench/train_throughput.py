@@ -77,6 +77,8 @@ and --quiet_wait S waits up to S seconds before each measurement for the host to
 Usage:
   python bench/train_throughput.py --shapes base,tiny
   python bench/train_throughput.py --shapes base --dtype mixed_bfloat16 --compare_xla
+  python bench/train_throughput.py --backend jax --shapes base --dtype mixed_bfloat16 \
+      --lengths 32,64 --tokens_per_step 25000 --compare_flash      # cuDNN flash kernel or not
   python bench/train_throughput.py --shapes base --tfm_python $T2TLITE_TFM_PYTHON
   python bench/train_throughput.py --shapes multi30k,multi30k_packed --xla false \
       --torch_python '' --rounds 3                                # packed vs bucketed, real text
@@ -137,6 +139,10 @@ def parse_args(argv=None):
   p.add_argument("--xla", type=str2bool, default=True, help="ours: hparams xla")
   p.add_argument("--compare_xla", action="store_true",
                  help="also measure ours with the opposite --xla in every round")
+  p.add_argument("--flash_attention", type=str2bool, default=False,
+                 help="ours: hparams flash_attention (a fused flash kernel where Keras has one)")
+  p.add_argument("--compare_flash", action="store_true",
+                 help="also measure ours with the opposite --flash_attention in every round")
   p.add_argument("--ours_variants", default="",
                  help="more configurations of ours measured in every round, comma list of "
                       "DTYPE:XLA[:DEVICES[:ACCUMULATE]], e.g. mixed_bfloat16:false,float32:false:2")
@@ -232,16 +238,18 @@ def vocab_for(args, shape):
   return {"base": args.base_vocab}.get(shape, args.tiny_vocab)
 
 
-def hparams_for(args, shape, xla=None, dtype=None):
+def hparams_for(args, shape, xla=None, dtype=None, flash=None):
   from t2tlite import registry
   V = vocab_for(args, shape)
   hp = registry.hparams(SHAPES[shape][0]).replace(input_vocab_size=V, target_vocab_size=V)
   xla = args.xla if xla is None else xla
   dtype = dtype or args.dtype
+  flash = args.flash_attention if flash is None else flash
   if shape == "multi30k_packed" and args.packed_length:
     hp = hp.replace(packed_length=args.packed_length)
   return hp.override(f"xla={'true' if xla else 'false'},dtype={dtype},"
-                     f"accumulate_steps={args.accumulate}")
+                     f"accumulate_steps={args.accumulate},"
+                     f"flash_attention={'true' if flash else 'false'}")
 
 
 def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):
@@ -458,12 +466,17 @@ def backends_of(args):
 
 
 def ours_variants(args):
-  """[(dtype, xla, devices, accumulate, backend)]: the main configuration on each backend of
-  --backend, then --compare_xla's and --ours_variants' (on the main backend)."""
+  """[(dtype, xla, devices, accumulate, backend, flash)]: the main configuration on each
+  backend of --backend, then --compare_xla's, --compare_flash's and --ours_variants' (on the
+  main backend)."""
   main_backend, *more = backends_of(args)
-  out = [(args.dtype, args.xla, args.devices, args.accumulate, b) for b in [main_backend] + more]
+  flash = args.flash_attention
+  out = [(args.dtype, args.xla, args.devices, args.accumulate, b, flash)
+         for b in [main_backend] + more]
   if args.compare_xla:
-    out.append((args.dtype, not args.xla, args.devices, args.accumulate, main_backend))
+    out.append((args.dtype, not args.xla, args.devices, args.accumulate, main_backend, flash))
+  if args.compare_flash:
+    out.append((args.dtype, args.xla, args.devices, args.accumulate, main_backend, not flash))
   for item in [x for x in args.ours_variants.split(",") if x]:
     fields = item.split(":")
     if fields[0] not in SHORT_DTYPE or len(fields) > 4:
@@ -472,7 +485,7 @@ def ours_variants(args):
     try:
       v = (fields[0], str2bool(fields[1] if len(fields) > 1 else "true"),
            int(fields[2]) if len(fields) > 2 else 1, int(fields[3]) if len(fields) > 3 else 1,
-           main_backend)
+           main_backend, flash)
     except (ValueError, argparse.ArgumentTypeError) as e:
       sys.exit(f"--ours_variants: {item!r}: {e}")
     if v not in out:
@@ -481,14 +494,14 @@ def ours_variants(args):
 
 
 def variant_key(index, variant, main=None):
-  dtype, xla, devices, accumulate, backend = variant
+  dtype, xla, devices, accumulate, backend, flash = variant
   if index == 0:
     return "ours"
-  if main is not None and variant[:4] == main[:4]:
+  if main is not None and variant[:4] == main[:4] and flash == main[5]:
     return f"ours_{backend}"
   return (f"ours_{SHORT_DTYPE[dtype]}_xla_{'on' if xla else 'off'}" +
-          (f"_dev{devices}" if devices != 1 else "") + (f"_acc{accumulate}" if accumulate != 1
-                                                         else ""))
+          (f"_dev{devices}" if devices != 1 else "") +
+          (f"_acc{accumulate}" if accumulate != 1 else "") + ("_flash" if flash else ""))
 
 
 def systems_for(args, case):
@@ -507,14 +520,15 @@ def systems_for(args, case):
   out = []
   variants = ours_variants(args)
   for i, variant in enumerate(variants):
-    dtype, xla, devices, accumulate, backend = variant
+    dtype, xla, devices, accumulate, backend, flash = variant
     compiled = "jax jax.jit" if backend == "jax" else f"xla={'on' if xla else 'off'}"
     label = (f"t2tlite {dtype} {compiled}" +
              (f" {devices} devices" if devices != 1 else "") +
-             (f" accumulate {accumulate}" if accumulate != 1 else ""))
+             (f" accumulate {accumulate}" if accumulate != 1 else "") +
+             (" flash attention" if flash else ""))
     out.append((variant_key(i, variant, variants[0]), label, me + [
         f"--backend={backend}", f"--dtype={dtype}", f"--xla={xla}", f"--devices={devices}",
-        f"--accumulate={accumulate}"], {"KERAS_BACKEND": backend}))
+        f"--accumulate={accumulate}", f"--flash_attention={flash}"], {"KERAS_BACKEND": backend}))
   if shape in REAL_DATA:  # Ours only: the peers train on random ids.
     return out
   amps = [x for x in args.torch_amp.split(",") if x] if args.torch_python else []
