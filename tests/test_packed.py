@@ -409,3 +409,36 @@ def test_row_length_and_the_longest_pair_a_packed_stream_keeps():
   assert hp.replace(max_length=0, packed_batches=True, packed_length=32).longest_training_side == 32
   with pytest.raises(HParamsError, match="packed_batches needs a row length"):
     hp.replace(max_length=0, packed_batches=True)
+
+
+def test_saved_batches_past_the_last_are_drawn_again_in_a_new_order(tmp_path, monkeypatch):
+  """Pass 1 is the saved order; each later pass draws every saved batch once, a file at a
+  time, in an order that differs per pass and is the same for a resumed run."""
+  from t2tlite.data import numpy_batches
+  monkeypatch.setattr(numpy_batches, "CHUNK", 3)  # Files of 3, 3 and 1 batches.
+  problem = tiny_problem_with_data(tmp_path)
+  hp = tiny_hparams(batch_size=128, packed_batches=True, packed_length=LENGTH,
+                    input_vocab_size=12, target_vocab_size=12)
+  numpy_batches.write(problem, str(tmp_path / "data"), hp, str(tmp_path / "saved"), steps=7,
+                      seed=1)
+  saved = numpy_batches.SavedBatches(str(tmp_path / "saved"))
+  stored = []  # The batches as written, read straight from the files.
+  for name in sorted(f for f in os.listdir(tmp_path / "saved") if f.startswith("train-")):
+    with np.load(tmp_path / "saved" / name) as npz:
+      names = [k for k in npz.files if re.fullmatch(r"targets_\d+", k)]
+      stored += [npz[k] for k in sorted(names, key=lambda k: int(k.rsplit("_", 1)[1]))]
+  assert len(stored) == 7 and len({a.tobytes() for a in stored}) == 7
+
+  def drawn(stream, n):
+    return [next(stream)["targets"].tobytes() for _ in range(n)]
+  first_three = drawn(numpy_batches.BatchStream(saved), 21)
+  assert first_three[:7] == [a.tobytes() for a in stored]
+  index = {a.tobytes(): i for i, a in enumerate(stored)}
+  orders = [[index[b] for b in first_three[7 * p:7 * p + 7]] for p in range(3)]
+  for order in orders[1:]:
+    assert sorted(order) == list(range(7))  # Every batch once per pass.
+    files = [i // 3 for i in order]
+    assert files == sorted(files, key=files.index)  # A file's batches stay together.
+  assert len({tuple(o) for o in orders}) == 3
+  resumed = numpy_batches.BatchStream(numpy_batches.SavedBatches(str(tmp_path / "saved")), 10)
+  assert drawn(resumed, 11) == first_three[10:]

@@ -18,8 +18,10 @@ problem in the trainer (`t2t-trainer --numpy_batches=DIR`): same name, same
 vocabulary sizes, same data identity (so t2t-decoder later checks the run
 against the real --data_dir as for any run). The trainer checks that its
 hparams batch as these were batched. A batch is the one the TensorFlow-fed
-trainer would draw at that step with the same seed; past the last saved one
-the stream starts over (logged), so save as many as the run will take.
+trainer would draw at that step with the same seed. Past the last saved one
+the stream starts over (logged) in a new order each pass, as an input
+pipeline reshuffles each epoch, though from the same batches: save as many
+as the run will take.
 """
 
 import json
@@ -135,6 +137,7 @@ class SavedBatches:
     self.name = self.manifest["problem"]
     self.eval_metrics = tuple(self.manifest["eval_metrics"])
     self._chunk_cache = (None, None)
+    self._pass_order = (0, None)
 
   # --- What the trainer asks of a problem ---
   def vocab_sizes(self, data_dir=None):
@@ -182,14 +185,39 @@ class SavedBatches:
     return {key: data[f"{key}_{i}"] for key in FEATURES if f"{key}_{i}" in data}
 
   def train_batch(self, index: int) -> Dict[str, np.ndarray]:
-    """The training batch drawn at position `index` (0-based) of the run's stream."""
+    """The training batch drawn at position `index` (0-based) of the run's stream.
+
+    The first pass is the saved order; each later pass draws every saved batch
+    once in the order `order_of_pass` gives.
+    """
     total = self.manifest["train_batches"]
-    i = index % total
-    if index and i == 0:
-      logging.warning("%s=%s: all %d saved training batches used; starting over from the first",
-                      FLAG, self.directory, total)
+    passes, i = divmod(index, total)
+    if passes and i == 0:
+      logging.warning("%s=%s: all %d saved training batches used; pass %d draws them again in "
+                      "a new order", FLAG, self.directory, total, passes + 1)
+    if passes:
+      i = int(self.order_of_pass(passes)[i])
     chunk = self.manifest["chunk"]
     return self._batch(f"train-{i // chunk:05d}.npz", i)
+
+  def order_of_pass(self, passes: int) -> np.ndarray:
+    """The saved batches' indices in the order pass `passes` + 1 draws them (pass 0: saved).
+
+    The files in a permuted order and the batches of each file permuted, so
+    that a pass loads each file once; seeded by the batches' seed and the
+    pass, so a resumed run draws what the killed one would have.
+    """
+    if passes == 0:
+      return np.arange(self.manifest["train_batches"])
+    cached, order = self._pass_order
+    if cached != passes:
+      total, chunk = self.manifest["train_batches"], self.manifest["chunk"]
+      rng = np.random.default_rng([int(self.manifest["random_seed"]), passes])
+      order = np.concatenate([
+          rng.permutation(np.arange(c * chunk, min((c + 1) * chunk, total)))
+          for c in rng.permutation(-(-total // chunk))])
+      self._pass_order = (passes, order)
+    return order
 
   def dev_batches(self) -> Iterator[Dict[str, np.ndarray]]:
     for i in range(self.manifest["dev_batches"]):
