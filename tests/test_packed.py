@@ -353,12 +353,7 @@ def test_packing_efficiency_on_real_multi30k_text():
 def test_saved_numpy_batches_keep_the_packed_features(tmp_path):
   """Packed batches saved for a trainer without TensorFlow come back with their segments."""
   from t2tlite.data import numpy_batches
-  problem = tiny_problem_with_data(tmp_path)
-  hp = tiny_hparams(batch_size=128, packed_batches=True, packed_length=LENGTH,
-                    input_vocab_size=12, target_vocab_size=12)
-  numpy_batches.write(problem, str(tmp_path / "data"), hp, str(tmp_path / "saved"), steps=3,
-                      seed=1)
-  saved = numpy_batches.SavedBatches(str(tmp_path / "saved"))
+  hp, saved = save_tiny_packed_batches(tmp_path, steps=3)
   saved.check_hparams(hp)
   batch = saved.train_batch(2)
   assert sorted(batch) == sorted(
@@ -369,6 +364,16 @@ def test_saved_numpy_batches_keep_the_packed_features(tmp_path):
   assert np.array_equal(dev["targets_segmentation"], (dev["targets"] != 0).astype(np.int32))
   with pytest.raises(numpy_batches.NumpyBatchesError, match="packed_length: 16 there vs 32 now"):
     saved.check_hparams(hp.replace(packed_length=32))
+
+
+def save_tiny_packed_batches(tmp_path, steps):
+  """(hparams, SavedBatches) of `steps` packed training batches of the tiny problem."""
+  from t2tlite.data import numpy_batches
+  hp = tiny_hparams(batch_size=128, packed_batches=True, packed_length=LENGTH,
+                    input_vocab_size=12, target_vocab_size=12)
+  numpy_batches.write(tiny_problem_with_data(tmp_path), str(tmp_path / "data"), hp,
+                      str(tmp_path / "saved"), steps=steps, seed=1)
+  return hp, numpy_batches.SavedBatches(str(tmp_path / "saved"))
 
 
 def tiny_problem_with_data(tmp_path):
@@ -416,12 +421,7 @@ def test_saved_batches_past_the_last_are_drawn_again_in_a_new_order(tmp_path, mo
   time, in an order that differs per pass and is the same for a resumed run."""
   from t2tlite.data import numpy_batches
   monkeypatch.setattr(numpy_batches, "CHUNK", 3)  # Files of 3, 3 and 1 batches.
-  problem = tiny_problem_with_data(tmp_path)
-  hp = tiny_hparams(batch_size=128, packed_batches=True, packed_length=LENGTH,
-                    input_vocab_size=12, target_vocab_size=12)
-  numpy_batches.write(problem, str(tmp_path / "data"), hp, str(tmp_path / "saved"), steps=7,
-                      seed=1)
-  saved = numpy_batches.SavedBatches(str(tmp_path / "saved"))
+  _, saved = save_tiny_packed_batches(tmp_path, steps=7)
   stored = []  # The batches as written, read straight from the files.
   for name in sorted(f for f in os.listdir(tmp_path / "saved") if f.startswith("train-")):
     with np.load(tmp_path / "saved" / name) as npz:
