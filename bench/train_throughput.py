@@ -238,18 +238,17 @@ def vocab_for(args, shape):
   return {"base": args.base_vocab}.get(shape, args.tiny_vocab)
 
 
-def hparams_for(args, shape, xla=None, dtype=None, flash=None):
+def hparams_for(args, shape, xla=None, dtype=None):
   from t2tlite import registry
   V = vocab_for(args, shape)
   hp = registry.hparams(SHAPES[shape][0]).replace(input_vocab_size=V, target_vocab_size=V)
   xla = args.xla if xla is None else xla
   dtype = dtype or args.dtype
-  flash = args.flash_attention if flash is None else flash
   if shape == "multi30k_packed" and args.packed_length:
     hp = hp.replace(packed_length=args.packed_length)
   return hp.override(f"xla={'true' if xla else 'false'},dtype={dtype},"
                      f"accumulate_steps={args.accumulate},"
-                     f"flash_attention={'true' if flash else 'false'}")
+                     f"flash_attention={'true' if args.flash_attention else 'false'}")
 
 
 def train_flops_per_step(B, S, T, d, ff, Le, Ld, V):

@@ -137,7 +137,7 @@ class SavedBatches:
     self.name = self.manifest["problem"]
     self.eval_metrics = tuple(self.manifest["eval_metrics"])
     self._chunk_cache = (None, None)
-    self._pass_order = (0, None)
+    self._pass_order = (None, None)  # (passes, order) of the last pass drawn.
 
   # --- What the trainer asks of a problem ---
   def vocab_sizes(self, data_dir=None):
@@ -201,14 +201,12 @@ class SavedBatches:
     return self._batch(f"train-{i // chunk:05d}.npz", i)
 
   def order_of_pass(self, passes: int) -> np.ndarray:
-    """The saved batches' indices in the order pass `passes` + 1 draws them (pass 0: saved).
+    """The saved batches' indices in the order pass `passes` + 1 draws them (`passes` >= 1).
 
     The files in a permuted order and the batches of each file permuted, so
     that a pass loads each file once; seeded by the batches' seed and the
     pass, so a resumed run draws what the killed one would have.
     """
-    if passes == 0:
-      return np.arange(self.manifest["train_batches"])
     cached, order = self._pass_order
     if cached != passes:
       total, chunk = self.manifest["train_batches"], self.manifest["chunk"]
