@@ -161,6 +161,9 @@ def parse_args(argv=None):
   p.add_argument("--fixed_reps", type=int, default=1)
   p.add_argument("--fixed_xla", default="true,false",
                  help="C: comma list of hparams.xla values to measure ours with")
+  p.add_argument("--fixed_concurrent_batches", default="0",
+                 help="C: comma list of decode hparams concurrent_batches values for ours "
+                      "(0: one batch per CPU core, the default; 1: one batch at a time)")
   p.add_argument("--tfm_text_script",
                  default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers",
                                       "tfm_text_decode.py"))
@@ -184,6 +187,7 @@ def parse_args(argv=None):
                  help=argparse.SUPPRESS)
   p.add_argument("--use_cache", type=str2bool, default=True, help=argparse.SUPPRESS)
   p.add_argument("--worker_xla", type=str2bool, default=True, help=argparse.SUPPRESS)
+  p.add_argument("--worker_concurrent_batches", type=int, default=0, help=argparse.SUPPRESS)
   p.add_argument("--vocab_model", default="", help=argparse.SUPPRESS)
   p.add_argument("--lines", type=int, default=0, help=argparse.SUPPRESS)
   p.add_argument("--also_lines", type=int, default=0, help=argparse.SUPPRESS)
@@ -230,7 +234,7 @@ class _RecordingSearch:
       source_lengths = tf.fill(tf.shape(source_lengths), -self.extra_length)
     result = self.search(inputs, source_lengths)
     if not self.warmup:
-      self.results.append((inputs.shape, result.steps, result.lengths[:, 0]))
+      self.results.append((inputs.numpy(), result.steps, result.lengths[:, 0]))
     return result
 
 
@@ -276,16 +280,22 @@ def time_decoding(decoder, recorder, sources, reps, label):
     times.append(time.perf_counter() - t0)
     print(f"[ours {label}] decode call {i} {times[-1]:.3f}s", file=sys.stderr, flush=True)
   # Search lengths count the EOS (forced after the maximum); generated tokens do not.
-  # decode_ids runs its batches in the order Decoder.batches gives: map rows to sentences.
-  # Rows past a batch's sentences are pad_batch_rows' empty fillers: not counted.
-  batches = decoder.batches([len(s) for s in sources])
-  order = [i for chosen in batches for i in chosen]
-  lens = [int(n) - 1 for chosen, (_, _, ls) in zip(batches, recorder.results)
-          for n in ls.numpy()[:len(chosen)]]
-  assert len(lens) == len(order), (len(lens), len(order))
+  # decode_ids may search several batches at once (concurrent_batches), so results come in
+  # any order: each row is matched to its source by its ids. Rows whose first id is EOS are
+  # pad_batch_rows' empty fillers: not counted.
+  from t2tlite.constants import EOS_ID
+  by_source, batches = {}, []
+  for ids, st, ls in recorder.results:
+    real = [(tuple(row[:list(row).index(EOS_ID)]), int(n) - 1)
+            for row, n in zip(ids, ls.numpy()) if row[0] != EOS_ID]
+    by_source.update(real)
+    batches.append((max(len(source) for source, _ in real), list(ids.shape), int(st)))
+  order = [i for i, s in enumerate(sources) if s]
+  limit = decoder.max_input_length  # Longer sources were cut before the search.
+  lens = [by_source[tuple(sources[i][:limit] if limit else sources[i])] for i in order]
   generated = dict(zip(order, lens))
   max_len = [len(s) + decoder.hparams.extra_length for s in sources]
-  steps = sum(int(st) for _, st, _ in recorder.results)
+  steps = sum(int(st) for _, st, _ in recorder.results)  # Summed over batches, overlapping or not.
   tokens = sum(lens)
   med = statistics.median(times)
   n = len(sources)
@@ -295,7 +305,8 @@ def time_decoding(decoder, recorder, sources, reps, label):
               ended_early=sum(1 for i, m in enumerate(max_len) if generated.get(i, 0) < m),
               returned_short=sum(1 for i, o in enumerate(outputs) if len(o) < generated.get(i, 0)),
               loop_steps=steps, ms_per_loop_step=1000 * med / max(1, steps),
-              batches=[dict(shape=list(shape), steps=int(st)) for shape, st, _ in recorder.results])
+              concurrent_batches=decoder.concurrent_batches(),
+              batches=[dict(shape=shape, steps=st) for _, shape, st in sorted(batches)])
 
 
 def run_ours(args):
@@ -334,7 +345,8 @@ def run_ours(args):
       sources = [s for batch in json.load(f)["batches"] for s in batch]
     extra = args.fixed_extra_length
     dhp = DecodeHParams(beam_size=args.beam, alpha=args.alpha, extra_length=extra,
-                        use_cache=args.use_cache)  # Default batching, as the driver's.
+                        use_cache=args.use_cache,  # Default batching, as the driver's.
+                        concurrent_batches=args.worker_concurrent_batches)
     constraint = _NoEarlyEos(V, EOS_ID)
     reps = args.fixed_reps
   decoder = Decoder(model, dhp, constraint=constraint)
@@ -482,13 +494,17 @@ def plan_round(args, r, vocab_model, batches_json=""):
           f"--layers={SMALL['Le']}", f"--vocab={SMALL['V']}", f"--beam={args.beam}",
           f"--alpha={args.alpha}", f"--extra={args.fixed_extra_length}",
           f"--reps={args.fixed_reps}"]))
+    workers = [int(n) for n in args.fixed_concurrent_batches.split(",")]
     for x in xla_values(args.fixed_xla):
-      c.append(("text_fixed", f"ours_cached_{onoff(x)}",
-                f"t2tlite cached xla={'on' if x else 'off'}",
-                me + ["--workload=text_fixed", "--use_cache=true", f"--worker_xla={x}",
-                      f"--batches_json={batches_json}",
-                      f"--fixed_extra_length={args.fixed_extra_length}",
-                      f"--fixed_reps={args.fixed_reps}"]))
+      for n in workers:  # A key suffix only where several values are compared.
+        suffix = f"_c{n}" if len(workers) > 1 else ""
+        c.append(("text_fixed", f"ours_cached_{onoff(x)}{suffix}",
+                  f"t2tlite cached xla={'on' if x else 'off'}"
+                  + (f" concurrent_batches={n}" if suffix else ""),
+                  me + ["--workload=text_fixed", "--use_cache=true", f"--worker_xla={x}",
+                        f"--worker_concurrent_batches={n}", f"--batches_json={batches_json}",
+                        f"--fixed_extra_length={args.fixed_extra_length}",
+                        f"--fixed_reps={args.fixed_reps}"]))
     k = r % len(c) if c else 0
     c = c[k:] + c[:k]  # Rotated each round.
   return a + b + c
@@ -533,6 +549,13 @@ def ratio_pairs(keys):
   for c in ("cached", "uncached"):
     if f"ours_{c}_xla" in keys and f"ours_{c}_noxla" in keys:
       out.append((f"ours_{c}_xla", f"ours_{c}_noxla"))
+  for key in keys:  # --fixed_concurrent_batches compared: each against the peer and one at a time.
+    base, _, workers = key.rpartition("_c")
+    if base.startswith("ours_cached") and workers.isdigit():
+      if "tfm" in keys:
+        out.append((key, "tfm"))
+      if workers != "1" and f"{base}_c1" in keys:
+        out.append((key, f"{base}_c1"))
   return out
 
 
@@ -661,7 +684,8 @@ def main(args):
 
   if args.output_json:
     flags = {k: v for k, v in vars(args).items()
-             if k not in ("worker", "workload", "use_cache", "worker_xla", "vocab_model", "lines",
+             if k not in ("worker", "workload", "use_cache", "worker_xla", "worker_concurrent_batches",
+                          "vocab_model", "lines",
                           "also_lines", "batches_json")}
     with open(args.output_json, "w") as f:
       json.dump(dict(started=started.isoformat(),

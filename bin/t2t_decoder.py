@@ -72,13 +72,14 @@ def main(argv):
     logging.warning("%d of %d sources were longer than %d tokens and were truncated",
                     decoded.truncated, len(sources), decoder.max_input_length)
   _write_lines(target, decoded.lines)
-  first = decoder.first_shape_seconds
+  first, workers = decoder.first_shape_seconds, decoder.concurrent_batches()
   logging.info("%d batch shapes (each traced, and XLA-compiled unless xla=false), %.1f s in the "
-               "batches that met a new shape (tracing, compiling and their own search)",
-               len(decoder.shapes_seen), first)
-  logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s; %.1f s outside the new-shape "
-               "batches)", target, len(decoded.lines), seconds,
-               len(decoded.lines) / max(seconds, 1e-9), seconds - first)
+               "batches that met a new shape (tracing, compiling and their own search)%s",
+               len(decoder.shapes_seen), first,
+               f"; {workers} batches searched at once, so these times overlap" if workers > 1 else "")
+  logging.info("wrote %s: %d lines in %.1f s (%.1f sentences/s%s)", target, len(decoded.lines),
+               seconds, len(decoded.lines) / max(seconds, 1e-9),
+               f"; {seconds - first:.1f} s outside the new-shape batches" if workers == 1 else "")
   # A batch's search runs until its slowest sentence is done: its cost grows with these.
   logging.info("search loop steps per batch: %s", decoder.last_steps)
   if references is not None:

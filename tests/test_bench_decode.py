@@ -68,3 +68,22 @@ def test_length_batches_are_the_decoders_batches(random_model):
   for g in groups:
     width = -(-(max(lengths[i] for i in g) + 1) // hp.length_multiple) * hp.length_multiple
     assert len(g) <= hp.batch_size and (len(g) == 1 or len(g) * width <= hp.batch_tokens)
+
+
+def test_counts_match_sentences_when_batches_are_searched_concurrently(random_model):
+  """time_decoding maps each searched row back to its source by its ids, so its token counts
+  hold whatever order concurrent batches finish in: with EOS forbidden until the maximum,
+  every sentence generates exactly its source length + extra_length tokens."""
+  bench = load_script("bench/decode_speed.py")
+  rng = np.random.default_rng(2)
+  vocab = random_model.hparams.target_vocab_size
+  sources = [rng.integers(3, vocab, n).tolist() for n in rng.integers(1, 20, 40)]
+  hp = DecodeHParams(beam_size=2, extra_length=3, batch_size=8, concurrent_batches=3)
+  decoder = Decoder(random_model, hp, constraint=bench._NoEarlyEos(vocab, EOS_ID))
+  recorder = bench._RecordingSearch(decoder.search_ids, hp.extra_length)
+  decoder.search_ids = recorder
+  res = bench.time_decoding(decoder, recorder, sources, 1, "test")
+  assert res["generated_tokens"] == sum(len(s) + 3 for s in sources)
+  assert res["ended_early"] == 0 and res["concurrent_batches"] == 3
+  assert len(res["batches"]) == len(decoder.batches([len(s) for s in sources])) == 5
+  assert res["loop_steps"] == sum(decoder.last_steps)

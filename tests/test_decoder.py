@@ -1,5 +1,8 @@
 """Batched file decoding: input order, batch independence, length limits, empty lines."""
 
+import os
+import threading
+
 import keras
 import numpy as np
 import pytest
@@ -230,6 +233,32 @@ def test_padded_batch_rows_change_nothing_but_the_shapes(trained):
   assert len(earlier) == len({width for _, width in earlier})
   assert all(rows == hp.rows_for_width(width) for rows, width in earlier)
   assert len(unpadded.shapes_seen) > len(padded.shapes_seen)  # The fixture's lengths vary.
+
+
+def test_concurrent_batches_decode_what_one_batch_at_a_time_does(trained):
+  """Searching several batches at once (one thread each) changes nothing but the wall time:
+  the same beams, scores, loop steps (in batch order) and compiled shapes."""
+  model, sources = trained
+  hp = DecodeHParams(beam_size=3, extra_length=4, nbest=3, batch_size=4, batch_tokens=0)
+  serial, parallel = Decoder(model, hp), Decoder(model, hp.override("concurrent_batches=3"))
+  threads = set()
+  search_ids = parallel.search_ids
+
+  def recording(*args):
+    threads.add(threading.get_ident())
+    return search_ids(*args)
+
+  parallel.search_ids = recording
+  one, many = serial.decode_nbest(sources), parallel.decode_nbest(sources)
+  assert len(threads) > 1  # The batches really ran on several threads.
+  for a, b in zip(one, many):
+    assert [ids for ids, _ in a] == [ids for ids, _ in b]
+    assert [score for _, score in a] == [score for _, score in b]
+  assert serial.last_steps == parallel.last_steps and len(serial.last_steps) == 6
+  assert serial.shapes_seen == parallel.shapes_seen
+  assert Decoder(model, DecodeHParams()).concurrent_batches() == len(os.sched_getaffinity(0))
+  with pytest.raises(OverrideError, match="concurrent_batches=-1 must be >= 0"):
+    hp.override("concurrent_batches=-1")
 
 
 def test_the_last_batch_is_not_padded_onto_a_shape_nothing_will_reuse(trained):

@@ -5,9 +5,13 @@ of `length_multiple` so the XLA-compiled search is compiled for few shapes;
 results are written back in input order. Each sentence may generate up to
 its own length + extra_length tokens (Section 6.1), its encoder output is
 computed once, and its cross-attention keys/values once per sentence inside
-`Transformer.initial_decode_state`.
+`Transformer.initial_decode_state`. On a CPU, batches are searched concurrently,
+one thread each (`DecodeHParams.concurrent_batches`): a compiled search of small
+ops keeps about one core busy.
 """
 
+import concurrent.futures
+import os
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -122,9 +126,49 @@ class Decoder:
     if limit:
       sources = [s[:limit] for s in sources]
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
-    self.last_steps = []
     done = sum(1 for s in sources if not s)
+    planned = self._plan(sources)
+    self.last_steps = [0] * len(planned)
+
+    def search(index):
+      chosen, batch, lengths, new_shape = planned[index]
+      start = time.perf_counter()
+      result = self.search_ids(tf.constant(batch), tf.constant(lengths))
+      ids, scores = result.ids.numpy(), result.scores.numpy()
+      return index, ids, scores, int(result.steps), time.perf_counter() - start
+
+    workers = min(self.concurrent_batches(), len(planned)) or 1
+    # Longest sources first: the batch that runs the most loop steps starts at once, and
+    # the shorter ones fill the other workers around it.
+    order = range(len(planned) - 1, -1, -1) if workers > 1 else range(len(planned))
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    try:
+      running = [pool.submit(search, index) for index in order]
+      for future in concurrent.futures.as_completed(running):
+        index, ids, scores, steps, seconds = future.result()
+        chosen, _, _, new_shape = planned[index]
+        if new_shape:
+          self.first_shape_seconds += seconds
+        self.last_steps[index] = steps
+        for row, i in enumerate(chosen):
+          outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
+                        for k in range(min(hp.beams_written, ids.shape[1]))]
+        done += len(chosen)
+        if progress is not None:
+          progress(done)
+    finally:  # On an error or Ctrl-C, batches not yet begun are dropped, not searched.
+      pool.shutdown(wait=True, cancel_futures=True)
+    return outputs
+
+  def _plan(self, sources: List[List[int]]) -> List[Tuple[List[int], np.ndarray, np.ndarray, bool]]:
+    """Per batch: (source indices, padded ids [rows, width], lengths [rows], new shape?).
+
+    Shapes are settled before any search runs, in batch order, so that concurrent
+    searches pad exactly as one after the other would.
+    """
+    hp = self.hparams
     batches = self.batches([len(s) for s in sources])
+    planned = []
     for index, chosen in enumerate(batches):
       width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
       # Extra rows hold an empty source (EOS only, max length 0): done after one step, yet
@@ -145,19 +189,20 @@ class Decoder:
         lengths[row] = len(sources[i])
       new_shape = batch.shape not in self.shapes_seen
       self.shapes_seen.add(batch.shape)
-      start = time.perf_counter()
-      result = self.search_ids(tf.constant(batch), tf.constant(lengths))
-      ids, scores = result.ids.numpy(), result.scores.numpy()
-      if new_shape:
-        self.first_shape_seconds += time.perf_counter() - start
-      self.last_steps.append(int(result.steps))
-      for row, i in enumerate(chosen):
-        outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
-                      for k in range(min(hp.beams_written, ids.shape[1]))]
-      done += len(chosen)
-      if progress is not None:
-        progress(done)
-    return outputs
+      planned.append((chosen, batch, lengths, new_shape))
+    return planned
+
+  def concurrent_batches(self) -> int:
+    """Batches searched at once: hparams.concurrent_batches, or 0 -> one per usable CPU core.
+
+    XLA's compiled search runs mostly on one thread on a CPU (its ops are small), so on
+    a CPU each core takes a batch; an accelerator runs one search at a time.
+    """
+    if self.hparams.concurrent_batches:
+      return self.hparams.concurrent_batches
+    if xla_choice.accelerator():
+      return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
     """Source ids (without EOS) -> best target ids (without EOS), in input order."""
