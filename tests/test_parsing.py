@@ -102,6 +102,7 @@ def test_parsing_decodes_with_the_papers_settings():
   assert problem.eval_metrics == ("parse_f1",)
   tiny = registry.hparams("transformer_parsing_tiny")
   assert (tiny.num_encoder_layers, tiny.num_decoder_layers) == (4, 4)
+  assert tiny.dropout == registry.hparams("transformer_base").dropout == 0.1  # The paper's P_drop.
 
 
 def test_datagen_writes_gold_trees_aligned_with_the_sources(shared_dir, tmp_path):
