@@ -684,9 +684,9 @@ def main(args):
 
   if args.output_json:
     flags = {k: v for k, v in vars(args).items()
-             if k not in ("worker", "workload", "use_cache", "worker_xla", "worker_concurrent_batches",
-                          "vocab_model", "lines",
-                          "also_lines", "batches_json")}
+             if k not in ("worker", "workload", "use_cache", "worker_xla",
+                          "worker_concurrent_batches", "vocab_model", "lines", "also_lines",
+                          "batches_json")}
     with open(args.output_json, "w") as f:
       json.dump(dict(started=started.isoformat(),
                      finished=datetime.datetime.now().astimezone().isoformat(),
