@@ -193,9 +193,9 @@ def test_pipeline_scores_the_best_hypothesis_against_references(trained):
   again = decode_lines(_WordsProblem(), model, hp, lines, references)
   assert again.best == first.best and again.metrics == {"exact_match": 0.5}
   steps = []
-  DecodePipeline(_WordsProblem(), model, hp.override("batch_size=4")).decode(
+  DecodePipeline(_WordsProblem(), model, hp.override("batch_size=4,concurrent_batches=1")).decode(
       lines, progress=steps.append)
-  assert steps == [4, 6]
+  assert steps == [4, 6]  # One batch at a time: progress in batch order.
 
 
 def test_token_budget_batches_and_truncation(model):

@@ -369,12 +369,11 @@ def test_decoder_reports_progress_after_each_batch():
   seen = []
   decoder.decode_nbest(sources, progress=seen.append)
   batches = decoder.batches([len(s) for s in sources])
-  # The empty source counts as done from the start; each batch adds its size.
-  expected, done = [], 1
-  for batch in batches:
-    done += len(batch)
-    expected.append(done)
-  assert seen == expected and seen[-1] == len(sources) and len(batches) == 3
+  # The empty source counts as done from the start; each batch adds its size as it finishes
+  # (batches searched at once, on a CPU with several cores, may finish in any order).
+  increments = [b - a for a, b in zip([1] + seen, seen)]
+  assert sorted(increments) == sorted(len(batch) for batch in batches)
+  assert seen[-1] == len(sources) and len(batches) == 3
 
 
 def test_datagen_reports_pairs_with_total_and_eta(shared_dir, tmp_path):
