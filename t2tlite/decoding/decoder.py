@@ -133,7 +133,7 @@ class Decoder:
     self.last_steps = [0] * len(planned)
 
     def search(index):
-      chosen, batch, lengths, new_shape = planned[index]
+      _, batch, lengths, _ = planned[index]
       start = time.perf_counter()
       result = self.search_ids(tf.constant(batch), tf.constant(lengths))
       ids, scores = result.ids.numpy(), result.scores.numpy()
