@@ -44,6 +44,11 @@ class TranslateOptions:
   vocab_type: str = "bpe"  # "bpe" (the paper's EN-DE) or "unigram" (sentencepiece's nearest to word pieces).
   vocab_sample_size: int = 1_000_000  # Sentences (both sides) sampled from train to learn the vocabulary.
   num_train_shards: int = 1  # TFRecord files the train split is spread over (round robin).
+  # Lowercase both sides, inside the vocabulary (subword.train_vocabulary): the model reads
+  # and writes lowercase, and dev/test references are compared lowercased. Off: text is kept
+  # cased, as the paper's WMT data. On is how Multi30k's published systems are trained (the
+  # task's lowercased files), for its lowercased BLEU.
+  lowercase: bool = False
 
 
 class TranslateProblem(Problem):
@@ -172,7 +177,8 @@ class TranslateProblem(Problem):
         self.vocab_path(data_dir), self.options.vocab_size,
         lambda: (line for pair in self.source_target_pairs("train", tmp_dir) for line in pair),
         self.options.vocab_type, self.options.vocab_sample_size,
-        user_defined_symbols_fn=lambda: self.vocab_symbols(tmp_dir))
+        user_defined_symbols_fn=lambda: self.vocab_symbols(tmp_dir),
+        lowercase=self.options.lowercase)
     for split in problem_lib.SPLITS:
       if self.has_split(split):
         self._write_split(split, data_dir, tmp_dir, encoder)
@@ -221,11 +227,20 @@ class TranslateProblem(Problem):
     return records.read_records(files)
 
   def eval_text(self, split: str, data_dir: Optional[str]) -> Tuple[List[str], List[str]]:
-    """The dev/test text datagen wrote, for t2t-decoder --decode_split."""
+    """The dev/test text datagen wrote, for t2t-decoder --decode_split.
+
+    With `lowercase` the references come lowercased, as the model writes them,
+    so every score against them (the trainer's dev BLEU, t2t-decoder's) is a
+    lowercased one. The sources stay as written: the vocabulary lowercases them.
+    """
     paths = [self.text_path(data_dir or "", split, side) for side in ("inputs", "targets")]
     if not data_dir or not all(os.path.exists(p) for p in paths):
       raise ProblemError(f"{paths[0]}: no {split} text for {self.name}; run t2t-datagen first")
-    return tuple(list(parallel_text.read_lines(p)) for p in paths)
+    self.use_saved_options(data_dir)
+    sources, references = (list(parallel_text.read_lines(p)) for p in paths)
+    if self.options.lowercase:
+      references = [line.lower() for line in references]
+    return sources, references
 
 
 def tokenize_pairs(pairs, encoder: subword.SubwordEncoder, chunk: int = _CHUNK,

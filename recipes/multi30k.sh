@@ -17,7 +17,9 @@
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
 # Writes OUT_DIR/{dev_choice.ckpt-N.json, test_2016.LANG, test_2016.bleu.json, curves.png,
 # curves.*.csv}. TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N
-# test and dev sentences.
+# test and dev sentences. PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
+# score in lowercase, as Multi30k's published systems; the sacreBLEU of test_2016.bleu.json is
+# then against the cased reference, so read its lowercased BLEU).
 # BACKEND=jax trains under JAX (t2t-trainer --backend=jax; dev is not decoded during training,
 # so no dev BLEU curve); averaging, decoding and scoring are the same TensorFlow commands.
 set -euo pipefail
@@ -35,7 +37,8 @@ PROBLEM=multi30k_en${LANG_TGT}
 # it started in (the trainer refuses other hparams in its directory): pass that DTYPE.
 DTYPE=${DTYPE:-$(bash "$(dirname "$0")/cpu_dtype.sh")}
 
-t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW"
+t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW" \
+  --problem_options="${PROBLEM_OPTIONS:-}"
 t2t-trainer --backend="${BACKEND:-tensorflow}" \
   --problem=$PROBLEM --hparams_set=transformer_multi30k --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
   --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" \

@@ -138,6 +138,36 @@ def test_existing_vocabulary_is_never_silently_replaced(m30k, tmp_path):
   assert not any(f.startswith("vocab.multi30k_ende.9000") for f in os.listdir(data_dir))
 
 
+@needs_data
+def test_lowercase_option_lowercases_inside_the_vocabulary(m30k, tmp_path):
+  """lowercase=true: every encode equals encoding line.lower() (str.lower, the truth), ß kept."""
+  cased_problem, cased_dir = m30k
+  assert not cased_problem.encoders(cased_dir)["inputs"].lowercases
+  problem = registry.problem("multi30k_ende")
+  problem.configure("lowercase=true,vocab_size=2000")
+  data_dir = str(tmp_path)
+  problem.generate_data(data_dir, MULTI30K)
+  encoder = problem.encoders(data_dir)["inputs"]
+  assert encoder.lowercases
+  sources = gz_lines(f"{MULTI30K}/test_2016_flickr.en.gz")
+  targets = gz_lines(f"{MULTI30K}/test_2016_flickr.de.gz")
+  for lines in (sources, targets):
+    ids = encoder.encode_batch(lines)  # In-graph (tensorflow_text), as an exported model.
+    assert ids == encoder.processor.encode([line.lower() for line in lines])
+    assert encoder.decode_batch(ids) == [line.lower() for line in lines]
+  assert any("ß" in line for line in targets)  # Lowercasing is not case folding (ß -> ss).
+  test = problem.dataset("test", data_dir)
+  assert decoded(test, encoder, "targets") == [line.lower() for line in targets]
+  # Scores compare lowercase with lowercase; the decoder reads the sources as written.
+  assert problem.eval_text("test", data_dir) == (sources, [line.lower() for line in targets])
+  with pytest.raises(subword.VocabularyError, match="lowercases but lowercase=False"):
+    subword.load_or_train(problem.vocab_path(data_dir), 2000, lambda: iter(["unused"]))
+  rules = dict(subword.lowercase_rules())
+  for char in "AZÄÖÜÀÉΣЖİ":
+    assert rules[f"{ord(char):X}"] == " ".join(f"{ord(c):X}" for c in char.lower())
+  assert not any(f"{ord(c):X}" in rules for c in "azäößé1 ,.")
+
+
 @pytest.mark.slow  # Minutes of training or datagen; CI covers the kind elsewhere.
 @needs_data
 def test_max_length_drop_count_matches_a_pass_over_the_shards(m30k):

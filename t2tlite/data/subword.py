@@ -13,11 +13,17 @@ Ids follow t2tlite's convention: 0 = padding, 1 = EOS, then 2 = unknown.
 The vocabulary is lossless: no Unicode normalisation (the "identity" rule),
 whitespace kept as written, and characters outside the learned pieces fall
 back to their UTF-8 bytes, so decode(encode(line)) == line for every line.
+The one exception is asked for by name: a vocabulary learned with
+`lowercase=True` lowercases every line it encodes (for benchmarks trained and
+scored in lowercase, such as Multi30k's).
 """
 
+import contextlib
 import io
 import os
-from typing import Iterable, List, Sequence
+import sys
+import tempfile
+from typing import Iterable, List, Sequence, Tuple
 
 from absl import logging
 
@@ -35,7 +41,8 @@ class VocabularyError(UserError):
 
 def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
                      vocab_type: str = "bpe", sample_size: int = 1_000_000,
-                     seed: int = 1, user_defined_symbols: Sequence[str] = ()) -> "SubwordEncoder":
+                     seed: int = 1, user_defined_symbols: Sequence[str] = (),
+                     lowercase: bool = False) -> "SubwordEncoder":
   """Learns a vocabulary of exactly `vocab_size` pieces from `sentences`; writes `model_path`.
 
   `sample_size` sentences are drawn uniformly (by sentencepiece's reservoir
@@ -46,6 +53,11 @@ def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
   merged with their neighbours (a parser's `(NP`, `)NP`, `XX`). Written as
   `WORD_BOUNDARY + token`, a space-separated token is one piece, not a bare
   boundary piece followed by the symbol.
+
+  `lowercase` puts lowercasing into the model's own normalizer (one rule per
+  character, `lowercase_rules`), so every encode of this vocabulary, in
+  datagen, in t2t-decoder's inputs and inside an exported model, lowercases
+  alike, and decoding yields lowercase text.
   """
   import sentencepiece as spm  # Only datagen learns vocabularies.
 
@@ -54,19 +66,24 @@ def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
   prefix = model_path[:-len(".model")] if model_path.endswith(".model") else model_path
   model = io.BytesIO()
   spm.set_random_generator_seed(seed)
-  try:
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
-        model_type=vocab_type, pad_id=text_encoder.PAD_ID, eos_id=text_encoder.EOS_ID,
-        unk_id=2, bos_id=-1, pad_piece=text_encoder.PAD, eos_piece=text_encoder.EOS,
-        normalization_rule_name="identity", remove_extra_whitespaces=False,
-        byte_fallback=True, character_coverage=1.0, input_sentence_size=sample_size,
-        shuffle_input_sentence=True, num_threads=os.cpu_count() or 1,
-        max_sentence_length=16384, minloglevel=2,
-        user_defined_symbols=list(user_defined_symbols))
-  except RuntimeError as e:
-    raise VocabularyError(f"{model_path}: sentencepiece could not learn {vocab_size} pieces: "
-                          f"{str(e).splitlines()[-1]}") from None
+  with (tempfile.TemporaryDirectory() if lowercase else contextlib.nullcontext()) as tmp:
+    normalization = {"normalization_rule_name": "identity"}
+    if lowercase:  # sentencepiece reads custom rules from a file only.
+      normalization = {"normalization_rule_tsv": os.path.join(tmp, "lowercase.tsv")}
+      with open(normalization["normalization_rule_tsv"], "w", encoding="utf-8") as f:
+        f.writelines(f"{source}\t{target}\n" for source, target in lowercase_rules())
+    try:
+      spm.SentencePieceTrainer.train(
+          sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
+          model_type=vocab_type, pad_id=text_encoder.PAD_ID, eos_id=text_encoder.EOS_ID,
+          unk_id=2, bos_id=-1, pad_piece=text_encoder.PAD, eos_piece=text_encoder.EOS,
+          remove_extra_whitespaces=False, byte_fallback=True, character_coverage=1.0,
+          input_sentence_size=sample_size, shuffle_input_sentence=True,
+          num_threads=os.cpu_count() or 1, max_sentence_length=16384, minloglevel=2,
+          user_defined_symbols=list(user_defined_symbols), **normalization)
+    except RuntimeError as e:
+      raise VocabularyError(f"{model_path}: sentencepiece could not learn {vocab_size} "
+                            f"pieces: {str(e).splitlines()[-1]}") from None
   from sentencepiece import sentencepiece_model_pb2
   proto = sentencepiece_model_pb2.ModelProto.FromString(model.getvalue())
   with files.atomic_paths([prefix + ".model", prefix + ".vocab"]) as (model_tmp, vocab_tmp):
@@ -75,6 +92,24 @@ def train_vocabulary(sentences: Iterable[str], model_path: str, vocab_size: int,
     with open(vocab_tmp, "w", encoding="utf-8") as f:  # Human-readable piece list, as spm writes it.
       f.writelines(f"{piece.piece}\t{piece.score:g}\n" for piece in proto.pieces)
   return SubwordEncoder(prefix + ".model")
+
+
+def lowercase_rules() -> List[Tuple[str, str]]:
+  """sentencepiece normalization rules (hex code points) mapping each character to `str.lower`'s.
+
+  Character by character, so it equals `line.lower()` except where Python
+  looks at context (a Greek capital sigma ending a word). Not Unicode case
+  folding (sentencepiece's `nmt_nfkc_cf`), which would also turn German `ß`
+  into `ss` and so miss every `ß` of a lowercased reference.
+  """
+  rules = []
+  for code in range(sys.maxunicode + 1):
+    if 0xD800 <= code <= 0xDFFF:  # Surrogates are not characters.
+      continue
+    lower = chr(code).lower()
+    if lower != chr(code):
+      rules.append((f"{code:X}", " ".join(f"{ord(c):X}" for c in lower)))
+  return rules
 
 
 class SubwordEncoder(text_encoder.TextEncoder):
@@ -101,6 +136,11 @@ class SubwordEncoder(text_encoder.TextEncoder):
   @property
   def vocab_size(self) -> int:
     return self._processor.get_piece_size()
+
+  @property
+  def lowercases(self) -> bool:
+    """Whether this vocabulary was learned with `lowercase=True` (its normalizer lowercases)."""
+    return self._processor.normalize("AÄ").endswith("aä")  # After a word-boundary mark.
 
   @property
   def processor(self):
@@ -139,12 +179,13 @@ class SubwordEncoder(text_encoder.TextEncoder):
 
 def load_or_train(model_path: str, vocab_size: int, sentences_fn, vocab_type: str = "bpe",
                   sample_size: int = 1_000_000,
-                  user_defined_symbols_fn=None) -> SubwordEncoder:
+                  user_defined_symbols_fn=None, lowercase: bool = False) -> SubwordEncoder:
   """The vocabulary at `model_path`, learned first if absent; never silently replaced.
 
   An existing file is reused only if it has the requested size (within 1%,
-  the tolerance sentencepiece may need); otherwise this is an error naming it,
-  because retraining would orphan every shard and model built on it.
+  the tolerance sentencepiece may need) and lowercases as asked; otherwise
+  this is an error naming it, because retraining would orphan every shard and
+  model built on it.
   """
   if os.path.exists(model_path):
     encoder = SubwordEncoder(model_path)
@@ -152,10 +193,14 @@ def load_or_train(model_path: str, vocab_size: int, sentences_fn, vocab_type: st
       raise VocabularyError(
           f"{model_path} has {encoder.vocab_size} pieces but vocab_size={vocab_size} was "
           f"asked; delete it or use another --data_dir (it is never replaced silently)")
+    if encoder.lowercases != lowercase:
+      raise VocabularyError(
+          f"{model_path} {'lowercases' if encoder.lowercases else 'keeps case'} but "
+          f"lowercase={lowercase} was asked; delete it or use another --data_dir")
     logging.info("vocabulary: using existing %s (%d pieces)", model_path, encoder.vocab_size)
     return encoder
   logging.info("vocabulary: learning %d %s pieces from up to %d sentences -> %s",
                vocab_size, vocab_type, sample_size, model_path)
   symbols = user_defined_symbols_fn() if user_defined_symbols_fn else ()
   return train_vocabulary(sentences_fn(), model_path, vocab_size, vocab_type, sample_size,
-                          user_defined_symbols=symbols)
+                          user_defined_symbols=symbols, lowercase=lowercase)
