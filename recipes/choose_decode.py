@@ -99,6 +99,9 @@ def main(argv=None) -> int:
   parser.add_argument("--alphas", type=number_list(float), default=[0.6])
   parser.add_argument("--decode_hparams", default="",
                       help="Fixed for every point, e.g. extra_length=50.")
+  parser.add_argument("--hparams", default="",
+                      help="Overrides of the run's hparams for decoding, as t2t-decoder's "
+                           "(e.g. dtype=float32: a bfloat16-trained model decoded in float32).")
   parser.add_argument("--lines", type=int, default=0, help="Only the first N lines (0: all).")
   parser.add_argument("--output_json", required=True)
   args = parser.parse_args(argv)
@@ -119,10 +122,12 @@ def main(argv=None) -> int:
   if args.lines:
     sources, references = sources[:args.lines], references[:args.lines]
   base, checkpoint = load_pipeline(args.output_dir, problem, args.data_dir, args.decode_hparams,
-                                   args.checkpoint_path)
+                                   args.checkpoint_path, hparams_overrides=args.hparams)
   metric = problem.eval_metrics[0]
   key = {"problem": problem.name, "checkpoint": checkpoint, "split": args.split,
          "lines": len(sources), "decode_hparams": args.decode_hparams}
+  if args.hparams:  # Only when given, so files written before the flag still resume.
+    key["hparams"] = args.hparams
   done = load_done(args.output_json, key)
   stem = os.path.splitext(args.output_json)[0]
   points = []

@@ -80,3 +80,21 @@ def test_test_split_and_another_runs_json_are_refused(tiny_run, tmp_path, capsys
   out.write_text(json.dumps({"key": {"checkpoint": "elsewhere"}, "points": []}))
   with pytest.raises(choose_decode.ChoiceError, match="was written for"):
     run_choice(tiny_run, str(out), capsys)
+
+
+def test_hparams_overrides_reach_the_decoding_model_and_key_the_json(tiny_run, tmp_path, capsys,
+                                                                     monkeypatch):
+  from t2tlite.decoding import pipeline
+  seen = []
+  real_decode = pipeline.DecodePipeline.decode
+  def recording_decode(self, *args, **kwargs):
+    model = self.decoder.model
+    seen.append((model.hparams.dtype, model.decoder_layers[0].dtype_policy.compute_dtype))
+    return real_decode(self, *args, **kwargs)
+  monkeypatch.setattr(pipeline.DecodePipeline, "decode", recording_decode)
+  out = str(tmp_path / "choice.json")
+  run_choice(tiny_run, out, capsys, alphas="0.6", hparams="dtype=mixed_bfloat16")
+  assert seen == [("mixed_bfloat16", "bfloat16")] * 2  # Beams 1 and 2.
+  assert json.load(open(out))["key"]["hparams"] == "dtype=mixed_bfloat16"
+  with pytest.raises(choose_decode.ChoiceError, match="was written for"):
+    run_choice(tiny_run, out, capsys, alphas="0.6")  # The same json without the override.
