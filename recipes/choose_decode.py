@@ -16,6 +16,13 @@ point. This script runs that experiment: the model is loaded once, every
 for translation, EVALB F1 for parsing). The best wins; a tie goes to the
 point listed first, so list the paper's values first. Test is never read.
 
+A best alpha at the grid's upper edge says the grid stopped too soon (a
+model that writes short outputs wants a stronger length reward), so with
+--extend_alphas=N the winner's beam size is tried at the next alphas, one
+grid step further each time (the step of the last two listed, 0.2 for a
+single alpha), while the newest edge keeps winning, N at most. Still dev
+only, and a tie still goes to the smaller alpha.
+
 Each point's result is saved to --output_json as soon as it is scored, with
 the checkpoint it came from; a rerun (same checkpoint and lines) scores only
 the points not yet there. Decodes go beside the json (<json stem>.b4.a0.6.txt).
@@ -57,6 +64,30 @@ def best(points: Sequence[Dict], metric: str) -> Dict:
   if not points:
     raise ChoiceError("no grid point was scored")
   return max(points, key=lambda p: (p["metrics"][metric], -p["order"]))
+
+
+def alpha_step(alphas: Sequence[float]) -> float:
+  """The grid's step at its upper edge: the last two alphas apart (0.2 for one alpha)."""
+  top = sorted(set(alphas))
+  return round(top[-1] - top[-2], 6) if len(top) > 1 else 0.2
+
+
+def extend_at_edge(points: List[Dict], metric: str, score, step: float, limit: int) -> Dict:
+  """The best point after trying up to `limit` alphas past the edge, one `step` each.
+
+  `points` holds the scored grid and receives each new point; `score(beam_size,
+  alpha)` scores one. A new alpha is tried only while the best point's alpha is
+  the largest tried for its beam size, so a peak inside the grid costs nothing.
+  """
+  chosen = best(points, metric)
+  for _ in range(limit):
+    beam = chosen["beam_size"]
+    edge = max(p["alpha"] for p in points if p["beam_size"] == beam)
+    if chosen["alpha"] != edge:
+      break
+    points.append(score(beam, round(edge + step, 6)))
+    chosen = best(points, metric)
+  return chosen
 
 
 def length_ratio(hypotheses: Sequence[str], references: Sequence[str]) -> float:
@@ -103,12 +134,17 @@ def main(argv=None) -> int:
                       help="Overrides of the run's hparams for decoding, as t2t-decoder's "
                            "(e.g. dtype=float32: a bfloat16-trained model decoded in float32).")
   parser.add_argument("--lines", type=int, default=0, help="Only the first N lines (0: all).")
+  parser.add_argument("--extend_alphas", type=int, default=0,
+                      help="While the best alpha is the largest tried, try the next one up "
+                           "(one grid step further), at most N more (0: the grid only).")
   parser.add_argument("--output_json", required=True)
   args = parser.parse_args(argv)
   if args.split == "test":
     raise ChoiceError("--split=test: decoding settings are chosen on dev, never on test")
   if any(b < 1 for b in args.beam_sizes):
     raise ChoiceError(f"--beam_sizes={args.beam_sizes}: each must be at least 1")
+  if args.extend_alphas < 0:
+    raise ChoiceError(f"--extend_alphas={args.extend_alphas}: must be 0 or more")
 
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.loading import load_pipeline
@@ -131,13 +167,14 @@ def main(argv=None) -> int:
   done = load_done(args.output_json, key)
   stem = os.path.splitext(args.output_json)[0]
   points = []
-  grid = list(itertools.product(args.beam_sizes, args.alphas))
-  for order, (beam_size, alpha) in enumerate(grid):
+
+  def score(beam_size: int, alpha: float) -> Dict:
+    """One point, decoded and scored unless the json has it; saved at once."""
     name = point_name(beam_size, alpha)
-    setting = ",".join(s for s in (args.decode_hparams, f"beam_size={beam_size}",
-                                   f"alpha={alpha:g}") if s)
     point = done.get(name)
     if point is None:
+      setting = ",".join(s for s in (args.decode_hparams, f"beam_size={beam_size}",
+                                     f"alpha={alpha:g}") if s)
       hp = DecodeHParams().override(problem.default_decode_hparams).override(setting)
       pipeline = DecodePipeline(problem, base.decoder.model, hp, encoders=base.encoders)
       reporter = Progress(f"{args.split} {name}", len(sources), "lines")
@@ -148,11 +185,15 @@ def main(argv=None) -> int:
       point = {"name": name, "beam_size": beam_size, "alpha": alpha, "decode_hparams": setting,
                "metrics": decoded.metrics, "length_ratio": length_ratio(decoded.best, references),
                "seconds": round(decoded.seconds, 1)}
-    point["order"] = order
-    points.append(point)
+    point["order"] = len(points)
     print(f"{name}: {metric} {point['metrics'][metric]:.2f}, length ratio "
           f"{point['length_ratio']:.3f}", file=sys.stderr)
-    write(args.output_json, key, metric, points, None)
+    write(args.output_json, key, metric, points + [point], None)
+    return point
+
+  for beam_size, alpha in itertools.product(args.beam_sizes, args.alphas):
+    points.append(score(beam_size, alpha))
+  extend_at_edge(points, metric, score, alpha_step(args.alphas), args.extend_alphas)
   chosen = best(points, metric)
   write(args.output_json, key, metric, points, chosen)
   print(f"chose {chosen['name']} on {args.split} ({metric} {chosen['metrics'][metric]:.2f})",

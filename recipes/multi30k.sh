@@ -4,16 +4,18 @@
 #   bash recipes/multi30k.sh de|fr [OUT_DIR] [MULTI30K_DIR]
 #
 # MULTI30K_DIR holds (or receives, downloaded) {train,val,test_2016_flickr}.{en,de,fr}.gz;
-# default ../shared/data/multi30k when it exists. Trains transformer_multi30k (in DTYPE: by
+# default ../shared/data/multi30k when it exists. Trains HPARAMS_SET (default
+# transformer_multi30k, sized for one core; transformer_multi30k_wide wants both) in DTYPE (by
 # default mixed_bfloat16 on a CPU with bfloat16 units, else float32) for TRAIN_MINUTES
 # (default 60) of wall time (TRAIN_STEPS, default 100000, is only an upper bound), checkpointing
 # every SAVE_STEPS (500), decoding 300 dev sentences at each evaluation (dev BLEU curve), then
 # averages the last AVERAGE_LAST_N (3) checkpoints. Beam size and alpha are then chosen on the
 # whole dev set (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set:
 # each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's
-# 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6 keeps the
-# paper's setting). With the winner it decodes test_2016_flickr once and scores it: sacreBLEU
-# (cased, detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
+# 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6
+# DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the grid's edge is
+# followed up to DECODE_EXTEND_ALPHAS (2) steps further while it keeps winning. With the
+# winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased, detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
 # Writes OUT_DIR/{dev_choice.ckpt-N.json, test_2016.LANG, test_2016.bleu.json, curves.png,
 # curves.*.csv}. TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N
@@ -31,6 +33,7 @@ STEPS=${TRAIN_STEPS:-100000}
 SAVE=${SAVE_STEPS:-500}
 AVG=${AVERAGE_LAST_N:-3}
 PROBLEM=multi30k_en${LANG_TGT}
+HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
 # The fastest dtype of this CPU: mixed_bfloat16 where it has bfloat16 units (AVX512-BF16 or
 # AMX-BF16: 1.75x float32 on the base step, bench/README.md), else float32. DTYPE=float32
 # keeps float32 anywhere; a dtype in HPARAMS wins over both. A run is resumed in the dtype
@@ -40,7 +43,7 @@ DTYPE=${DTYPE:-$(bash "$(dirname "$0")/cpu_dtype.sh")}
 t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW" \
   --problem_options="${PROBLEM_OPTIONS:-}"
 t2t-trainer --backend="${BACKEND:-tensorflow}" \
-  --problem=$PROBLEM --hparams_set=transformer_multi30k --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
+  --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
   --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" \
   --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
   --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG"
@@ -50,6 +53,7 @@ DECODE=$(${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM
   --data_dir="$OUT/data" --output_dir="$OUT/train" --checkpoint_path="$CHECKPOINT" \
   --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
   --decode_hparams=extra_length=50 --lines="${DEV_LINES:-0}" \
+  --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" \
   --output_json="$OUT/dev_choice.$(basename "$CHECKPOINT").json")
 if [ -n "${TEST_LINES:-}" ]; then
   gzip -dc "$RAW/test_2016_flickr.en.gz" | sed -n "1,${TEST_LINES}p" > "$OUT/test_2016.head.en"
@@ -67,4 +71,4 @@ t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$OUT/train" 
 t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$REFERENCE" \
   --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"
 t2t-plot-curves --output_dir="$PROBLEM=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
-  --title="transformer_multi30k, $PROBLEM"
+  --title="$HPARAMS_SET, $PROBLEM"

@@ -174,7 +174,7 @@ TABLE3_SETS = [
     "transformer_big",
 ]
 ALL_SETS = TABLE3_SETS + ["transformer_big_enfr", "transformer_parsing", "transformer_tiny",
-                          "transformer_base_prenorm"]
+                          "transformer_base_prenorm", "transformer_multi30k_wide"]
 
 
 def closed_form_params(hp, vocab):

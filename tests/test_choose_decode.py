@@ -98,3 +98,60 @@ def test_hparams_overrides_reach_the_decoding_model_and_key_the_json(tiny_run, t
   assert json.load(open(out))["key"]["hparams"] == "dtype=mixed_bfloat16"
   with pytest.raises(choose_decode.ChoiceError, match="was written for"):
     run_choice(tiny_run, out, capsys, alphas="0.6")  # The same json without the override.
+
+
+def grid_point(beam_size, alpha, score):
+  return {"name": choose_decode.point_name(beam_size, alpha), "beam_size": beam_size,
+          "alpha": alpha, "metrics": {"bleu": score}}
+
+
+@pytest.mark.parametrize("peak, limit", [(0.7, 5), (1.45, 5), (2.5, 3), (1.0, 0)])
+def test_the_edge_is_extended_while_it_wins_and_stops_where_a_dense_search_peaks(peak, limit):
+  """A single-peaked score of alpha (beam 4 better than beam 1 everywhere): extending from a
+  0.6..1.0 grid finds the grid alpha a brute-force search over the same lattice, capped at
+  `limit` steps past the edge, finds; an interior peak costs no decode."""
+  def value(beam_size, alpha):
+    return -abs(alpha - peak) + (0.5 if beam_size == 4 else 0.0)
+  tried = []
+  def score(beam_size, alpha):
+    tried.append((beam_size, alpha))
+    point = grid_point(beam_size, alpha, value(beam_size, alpha))
+    point["order"] = len(points)
+    return point
+  points = [dict(grid_point(b, a, value(b, a)), order=i) for i, (b, a) in
+            enumerate((b, a) for b in (1, 4) for a in (0.6, 0.8, 1.0))]
+  chosen = choose_decode.extend_at_edge(points, "bleu", score, 0.2, limit)
+  lattice = [round(0.6 + 0.2 * i, 6) for i in range(3 + limit)]
+  expected = max(lattice, key=lambda a: (value(4, a), -a))  # A tie goes to the smaller alpha.
+  assert (chosen["beam_size"], chosen["alpha"]) == (4, expected)
+  assert tried == [(4, a) for a in lattice[3:] if a <= expected + 0.2 + 1e-9][:limit]
+  assert all(p["order"] == i for i, p in enumerate(points))
+
+
+def test_alpha_step_is_the_grids_last_step():
+  assert choose_decode.alpha_step([0.6, 0.8, 1.0, 1.2, 1.4, 1.6]) == 0.2
+  assert choose_decode.alpha_step([1.0, 0.5]) == 0.5
+  assert choose_decode.alpha_step([0.6]) == 0.2
+
+
+def test_extend_alphas_decodes_the_winning_beam_one_step_past_the_edge(tiny_run, tmp_path,
+                                                                       capsys):
+  from t2tlite import registry
+  from t2tlite.metrics import scoring
+  out = str(tmp_path / "choice.json")
+  run_choice(tiny_run, out, capsys, alphas="0.6")
+  grid = json.load(open(out))["points"]
+  winner = choose_decode.best(grid, "exact_match")
+  printed = run_choice(tiny_run, out, capsys, alphas="0.6", extend_alphas=1)
+  report = json.load(open(out))
+  assert [p["name"] for p in report["points"]] == (
+      [p["name"] for p in grid] + [f"b{winner['beam_size']}.a0.8"])
+  extra = report["points"][-1]
+  _, references = registry.problem("algorithmic_reverse").eval_text("dev", None)
+  with open(os.path.join(tmp_path, f"choice.{extra['name']}.txt")) as f:
+    decodes = f.read().splitlines()
+  assert extra["metrics"] == pytest.approx(scoring.score(decodes, references[:12],
+                                                         ("exact_match", "bleu")))
+  assert printed == choose_decode.best(report["points"], "exact_match")["decode_hparams"]
+  with pytest.raises(choose_decode.ChoiceError, match="--extend_alphas=-1"):
+    run_choice(tiny_run, out, capsys, alphas="0.6", extend_alphas=-1)

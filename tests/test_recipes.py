@@ -16,6 +16,7 @@ import sys
 import pytest
 import sacrebleu
 
+from t2tlite import registry
 from tests.helpers import REPO, TINY_SHAPE, hparams_flag
 
 SMALL_MODEL = hparams_flag(xla="false", num_encoder_layers=1, num_decoder_layers=1,
@@ -25,11 +26,11 @@ SMOKE_ENV = {"TRAIN_STEPS": "4", "SAVE_STEPS": "2", "AVERAGE_LAST_N": "2",
              "DEV_LINES": "4", "DECODE_ALPHAS": "0.6,1.0"}
 
 
-def run_recipe(script, *args, cwd):
+def run_recipe(script, *args, cwd, **extra_env):
   """Runs recipes/`script` as a user would, with this interpreter's t2t-* commands on PATH."""
   bin_dir = os.path.dirname(sys.executable)
   env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="3", **SMOKE_ENV)
+             TF_CPP_MIN_LOG_LEVEL="3", **SMOKE_ENV, **extra_env)
   proc = subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=cwd, env=env,
                         capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
@@ -75,19 +76,30 @@ def check_training(out, name):
   assert csv_steps(os.path.join(out, f"curves.{name}.eval.bleu.csv")) == [2, 4]
 
 
-# en-de stays in CI (one recipe of each kind); en-fr repeats it with another language: slow.
-@pytest.mark.parametrize("script, lang", [
-    ("multi30k_ende.sh", "de"), pytest.param("multi30k_enfr.sh", "fr", marks=pytest.mark.slow)])
-def test_multi30k_recipe_smoke(script, lang, tmp_path, shared_dir):
+# en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
+# names; en-fr repeats it with another language and the recipe's default set: slow.
+@pytest.mark.parametrize("script, lang, hparams_set", [
+    ("multi30k_ende.sh", "de", "transformer_multi30k_wide"),
+    pytest.param("multi30k_enfr.sh", "fr", None, marks=pytest.mark.slow)])
+def test_multi30k_recipe_smoke(script, lang, hparams_set, tmp_path, shared_dir):
   raw = os.path.join(shared_dir, "data", "multi30k")
   out = str(tmp_path / "run")
-  proc = run_recipe(script, out, raw, cwd=str(tmp_path))
+  chosen_set = {"HPARAMS_SET": hparams_set} if hparams_set else {}
+  proc = run_recipe(script, out, raw, cwd=str(tmp_path), **chosen_set)
   # Beam and alpha were chosen on dev (its first DEV_LINES), and test was decoded with the winner.
   choice = json.load(open(os.path.join(out, "dev_choice.ckpt-4.json")))
-  assert [(p["beam_size"], p["alpha"]) for p in choice["points"]] == [(4, 0.6), (4, 1.0)]
+  points = choice["points"]
+  tried = [(p["beam_size"], p["alpha"]) for p in points]
+  assert tried[:2] == [(4, 0.6), (4, 1.0)]
   assert choice["key"]["lines"] == 4 and choice["key"]["split"] == "dev"
-  bleus = [p["metrics"]["bleu"] for p in choice["points"]]
-  chosen = choice["points"][bleus.index(max(bleus))]
+  # Past the grid, one more alpha (a grid step of 0.4 further) only while the edge wins, 2 at most.
+  assert tried[2:] == [(4, 1.4), (4, 1.8)][:len(tried) - 2]
+  bleus = [p["metrics"]["bleu"] for p in points]
+  for n in range(2, len(points) + 1):
+    prefix = bleus[:n]
+    edge_won = prefix.index(max(prefix)) == n - 1
+    assert edge_won == (n < len(points)) or n == 4
+  chosen = points[bleus.index(max(bleus))]
   assert choice["decode_hparams"] == chosen["decode_hparams"]
   test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
   assert len(test_decode) == 1 and f"alpha={chosen['alpha']}," in test_decode[0]
@@ -99,8 +111,12 @@ def test_multi30k_recipe_smoke(script, lang, tmp_path, shared_dir):
   # It trained in the fastest dtype of this CPU: bfloat16 compute where it has bfloat16 units.
   with open("/proc/cpuinfo") as f:
     flags = set(f.read().split())
-  trained = json.load(open(os.path.join(out, "train", "hparams.json")))["dtype"]
-  assert trained == ("mixed_bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32")
+  trained = json.load(open(os.path.join(out, "train", "hparams.json")))
+  assert trained["dtype"] == ("mixed_bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32")
+  # The set it trained is the one named (HPARAMS turns the shape down, not the dropouts).
+  expected = registry.hparams(hparams_set or "transformer_multi30k")
+  assert (trained["attention_dropout"], trained["relu_dropout"]) == (
+      expected.attention_dropout, expected.relu_dropout)
 
 
 @pytest.mark.slow
