@@ -15,7 +15,8 @@
 # 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6
 # DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the grid's edge is
 # followed up to DECODE_EXTEND_ALPHAS (2) steps further while it keeps winning. With the
-# winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased, detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
+# winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased, detokenized) and
+# the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
 # Writes OUT_DIR/{dev_choice.ckpt-N.json, test_2016.LANG, test_2016.bleu.json, curves.png,
 # curves.*.csv}. TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N
