@@ -193,8 +193,7 @@ def main(argv=None) -> int:
 
   for beam_size, alpha in itertools.product(args.beam_sizes, args.alphas):
     points.append(score(beam_size, alpha))
-  extend_at_edge(points, metric, score, alpha_step(args.alphas), args.extend_alphas)
-  chosen = best(points, metric)
+  chosen = extend_at_edge(points, metric, score, alpha_step(args.alphas), args.extend_alphas)
   write(args.output_json, key, metric, points, chosen)
   print(f"chose {chosen['name']} on {args.split} ({metric} {chosen['metrics'][metric]:.2f})",
         file=sys.stderr)
