@@ -13,12 +13,15 @@
 # OUT          results: bench64.{json,log}, bench32_128.{json,log}, train.log and the run
 #              (its model-only checkpoints) as run.tar.gz.part-* (pieces under 16 MiB)
 # SECONDS      the whole budget (default 540); each phase gets a share and is cut at its end
-# Environment: TRAIN_SECONDS (150), TRAIN_STEPS (10000); for a dry run on a CPU machine,
+# Environment: TRAIN_SECONDS (150; 0 skips phase 2 and BATCHES_TAR may be "-"), TRAIN_STEPS
+# (10000); for a dry run on a CPU machine,
 # TOKENS_PER_STEP (25000), BENCH_STEPS ("--warmup 5 --steps 20") and TORCH_PYTHON (python3;
 # empty: no torch column).
 #
 # 1. bench/train_throughput.py --backend jax: transformer_base shape, bf16, ~25k target tokens
-#    per step at length 64, beside torch.nn.Transformer under torch.compile and stock Keras.
+#    per step at length 64, beside torch.nn.Transformer under torch.compile and stock Keras;
+#    ours also pipelined (steps back to back, one host sync, as t2t-trainer runs; every
+#    system's main figure syncs every step, the peers' method).
 # 2. t2t-trainer --backend=jax from the saved batches (transformer_multi30k_packed: one batch
 #    shape, so one compilation), for at most TRAIN_SECONDS (default 150); the run comes back
 #    with model-only copies of its checkpoints (the optimizer's moments stay behind) so that
@@ -44,15 +47,17 @@ export PYTHONPATH=$WORK/site${PYTHONPATH:+:$PYTHONPATH} PATH=$WORK/site/bin:$PAT
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv >&2
 python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'keras', keras.__version__)" \
   >&2 || exit 2
-(mkdir -p "$WORK/batches" && xz -dc "$BATCHES_TAR" | tar -xf - -C "$WORK/batches") &
-UNPACK=$!
+if [ "$TRAIN_SECONDS" -gt 0 ]; then
+  (mkdir -p "$WORK/batches" && xz -dc "$BATCHES_TAR" | tar -xf - -C "$WORK/batches") &
+  UNPACK=$!
+fi
 
 bench() {  # bench LENGTHS NAME SECONDS
   say "bench at lengths $1 (at most $3 s)"
   timeout "$3" python3 bench/train_throughput.py --backend jax --shapes base \
     --dtype mixed_bfloat16 --lengths "$1" --tokens_per_step "$TOKENS_PER_STEP" $BENCH_STEPS \
     --rounds 1 --torch_python "$TORCH_PYTHON" --torch_device cuda --torch_compile --torch_amp bf16 \
-    --peak_tflops 989 --stock_keras_script "$STOCK_KERAS" --timeout "$3" --verbose \
+    --peak_tflops 989 --stock_keras_script "$STOCK_KERAS" --timeout "$3" --verbose --pipelined \
     --output_json "$OUT/$2.json" > "$OUT/$2.log" 2>&1
   say "bench at lengths $1: exit $?"
   grep -v "^\[ours jax\] step\|^I0000\|^WARNING" "$OUT/$2.log" | tail -n 25
@@ -60,21 +65,22 @@ bench() {  # bench LENGTHS NAME SECONDS
 
 bench 64 bench64 $(( $(left) * 45 / 100 ))
 
-wait $UNPACK || { echo "gpu_jax.sh: unpacking $BATCHES_TAR failed" >&2; exit 2; }
-BATCHES=$(dirname "$(find "$WORK/batches" -name batches.json | head -1)")
-RUN=$WORK/run
-say "training from $BATCHES for at most $TRAIN_SECONDS s"
-timeout $((TRAIN_SECONDS + 90)) t2t-trainer --backend=jax --numpy_batches="$BATCHES" \
-  --hparams_set=transformer_multi30k_packed --output_dir="$RUN/train" \
-  --train_steps="$TRAIN_STEPS" --train_seconds="$TRAIN_SECONDS" --save_checkpoints_steps=1000 \
-  --keep_checkpoint_max=50 --average_last_n=3 --eval_every=0 --log_every=500 \
-  > "$OUT/train.log" 2>&1
-say "training: exit $?"
-grep -E "step [0-9]+|averaged|stopped|seconds" "$OUT/train.log" | tail -n 12
+train() {
+  wait $UNPACK || { echo "gpu_jax.sh: unpacking $BATCHES_TAR failed" >&2; exit 2; }
+  BATCHES=$(dirname "$(find "$WORK/batches" -name batches.json | head -1)")
+  RUN=$WORK/run
+  say "training from $BATCHES for at most $TRAIN_SECONDS s"
+  timeout $((TRAIN_SECONDS + 90)) t2t-trainer --backend=jax --numpy_batches="$BATCHES" \
+    --hparams_set=transformer_multi30k_packed --output_dir="$RUN/train" \
+    --train_steps="$TRAIN_STEPS" --train_seconds="$TRAIN_SECONDS" --save_checkpoints_steps=1000 \
+    --keep_checkpoint_max=50 --average_last_n=3 --eval_every=0 --log_every=500 \
+    > "$OUT/train.log" 2>&1
+  say "training: exit $?"
+  grep -E "step [0-9]+|averaged|stopped|seconds" "$OUT/train.log" | tail -n 12
 
-# Model-only copies of the last three checkpoints at multiples of 2000 steps (the last one
-# among them), with their own manifests: with averaged/, four candidates to choose on dev.
-python3 - "$RUN/train" "$RUN/slim" <<'EOF'
+  # Model-only copies of the last three checkpoints at multiples of 2000 steps (the last one
+  # among them), with their own manifests: with averaged/, four candidates to choose on dev.
+  python3 - "$RUN/train" "$RUN/slim" <<'EOF'
 import glob, os, sys
 from t2tlite.training import checkpoint_manifest, npz_checkpoints
 run, slim = sys.argv[1:3]
@@ -86,8 +92,10 @@ for step in [s for s in steps if s > 0 and (s % 2000 == 0 or s == steps[-1])][-3
   checkpoint_manifest.write_manifest(out)
   print("model-only copy of step", step, file=sys.stderr)
 EOF
-(cd "$RUN" && tar -czf - --exclude='train/ckpt-*' train slim) | split -b 16000k - "$OUT/run.tar.gz.part-"
-ls -la "$OUT" >&2
+  (cd "$RUN" && tar -czf - --exclude='train/ckpt-*' train slim) | split -b 16000k - "$OUT/run.tar.gz.part-"
+  ls -la "$OUT" >&2
+}
+if [ "$TRAIN_SECONDS" -gt 0 ]; then train; else say "TRAIN_SECONDS=0: no training run"; fi
 
 REST=$(( $(left) - 15 ))
 if [ "$REST" -gt 120 ]; then bench 32,128 bench32_128 "$REST"; else say "no time left for lengths 32 and 128"; fi
