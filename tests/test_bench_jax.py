@@ -43,7 +43,7 @@ def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path):
       [sys.executable, os.path.join(REPO, "bench", "train_throughput.py"), "--backend", "jax",
        "--shapes", "tiny", "--tiny_vocab", "64", "--lengths", "4,8", "--tokens_per_step", "32",
        "--warmup", "1", "--steps", "1", "--rounds", "1", "--torch_python", "",
-       "--peak_tflops", str(peak), "--compare_flash", "--output_json", str(out)],
+       "--peak_tflops", str(peak), "--compare_flash", "--pipelined", "--output_json", str(out)],
       capture_output=True, text=True, env=env, timeout=600)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   result = json.loads(out.read_text())
@@ -69,3 +69,100 @@ def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path):
     ours = summary["systems"]["ours"]
     assert ours["mfu"] == pytest.approx(
         expected_flops / run["median_step_s"] / 1e12 / peak, rel=1e-9)
+    # --pipelined: the same steps timed back to back with one host sync, beside the main figure.
+    assert run["pipelined_step_s"] > 0
+    assert ours["pipelined_tgt_tok_per_s"] == pytest.approx(
+        (32 // length) * length / run["pipelined_step_s"], rel=1e-9)
+    assert ours["pipelined_mfu"] == pytest.approx(
+        expected_flops / run["pipelined_step_s"] / 1e12 / peak, rel=1e-9)
+
+
+def _no_tensorflow_env(tmp_path):
+  """PYTHONPATH with a stand-in `tensorflow` package whose import fails, as on the GPU machines."""
+  blocked = tmp_path / "no_tensorflow" / "tensorflow"
+  blocked.mkdir(parents=True, exist_ok=True)
+  (blocked / "__init__.py").write_text(
+      'raise ImportError("No module named tensorflow", name="tensorflow")\n')
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(blocked.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+@needs_jax
+def test_step_profile_traces_without_tensorflow(tmp_path):
+  """bench/jax_step_profile.py trace: the GPU half runs where TensorFlow is not installed and
+  leaves the timing, the trace and the step's optimized HLO; summarize then reads them (a CPU's
+  XLA kernels are no device events, which it says)."""
+  out = tmp_path / "profile"
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO, "bench", "jax_step_profile.py"), "trace",
+       "--out", str(out), "--hparams_set", "transformer_tiny", "--vocab", "64", "--length", "8",
+       "--tokens", "32", "--warmup", "1", "--timed_steps", "1", "--steps", "1"],
+      capture_output=True, text=True, env=_no_tensorflow_env(tmp_path), timeout=600)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  timing = json.loads((out / "timing.json").read_text())
+  assert (timing["rows"], timing["length"], timing["vocab"]) == (4, 8, 64)
+  assert timing["synced_step_s"] > 0 and timing["pipelined_step_s"] > 0
+  assert timing["hlo_saved"] and (out / "trace.xplane.pb.gz").stat().st_size > 0
+  import gzip
+  assert "_train_step" in gzip.open(out / "step_hlo.txt.gz", "rt").read(2000)
+  summary = subprocess.run(
+      [sys.executable, os.path.join(REPO, "bench", "jax_step_profile.py"), "summarize", str(out)],
+      capture_output=True, text=True, timeout=600)
+  assert summary.returncode == 0, summary.stderr[-3000:]
+  assert "no GPU plane" in summary.stdout
+
+
+def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
+  """summarize on a hand-made trace: two steps on a GPU plane, kernels named as XLA and cuBLAS
+  name them, fusions attributed through the HLO text's op names; the sums are worked out here."""
+  sys.path.insert(0, os.path.join(REPO, "bench"))
+  import jax_step_profile as jsp
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  hlo = "\n".join([
+      'ENTRY %main {',
+      '  %fusion.3 = f32[4] fusion(%p), kind=kLoop, metadata={op_name="jit(_train_step)/'
+      'jvp(encoder_layer_0)/self_attention_norm/reduce_sum" stack_frame_id=1}',
+      '  %loop_select_fusion = bf16[4] fusion(%p), kind=kLoop, metadata={op_name="jit(_train_step)/'
+      'jvp(target_dropout)/select_n"}',
+      '  %input_reduce_fusion.9 = f32[4] fusion(%p), kind=kInput, metadata={op_name="jit(_train_step)/'
+      'jvp()/reduce_max"}',
+      '  %gemm_fusion_dot.1 = bf16[4] fusion(%p), kind=kCustom, metadata={op_name="jit(_train_step)/'
+      'jvp(decoder_layer_1)/cross_attention/query/dot_general"}',
+      '  %loop_transpose_fusion = bf16[4] fusion(%p), kind=kLoop, metadata={op_name="jit(_train_step)/'
+      'transpose(jvp(decoder_layer_1))/feed_forward/inner/transpose"}',
+      '}'])
+  # One step's kernels (name, microseconds); the second step repeats them after a 100 us gap.
+  step = [("nvjet_sm90_tst_128x128", 300), ("fusion_3", 50), ("loop_select_fusion", 40),
+          ("input_reduce_fusion_9", 30), ("gemm_fusion_dot_1", 120), ("loop_transpose_fusion", 10),
+          ("MemcpyD2D", 5)]
+  space = xplane_pb2.XSpace()
+  plane = space.planes.add(name="/device:GPU:0")
+  ids = {}
+  for name, _ in step:
+    ids[name] = len(ids) + 1
+    plane.event_metadata[ids[name]].id = ids[name]
+    plane.event_metadata[ids[name]].name = name
+  compute = plane.lines.add(name="Stream #14(Compute)")
+  copies = plane.lines.add(name="Stream #15(MemcpyH2D)")
+  copies.events.add(metadata_id=ids["MemcpyD2D"], offset_ps=0, duration_ps=1_000_000)
+  t = 0
+  for _ in range(2):
+    for name, us in step:
+      compute.events.add(metadata_id=ids[name], offset_ps=t * 10**6, duration_ps=us * 10**6)
+      t += us + 2  # 2 us between kernels
+    t += 100 - 2
+  path = tmp_path / "trace.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  s = jsp.summarize(str(path), hlo, steps=2)["/device:GPU:0"]
+  assert s["stream"] == "Stream #14(Compute)" and s["kernels_per_step"] == len(step)
+  busy_us = sum(us for _, us in step)
+  assert s["busy_ms"] == pytest.approx(busy_us / 1e3)
+  idle_us = 12 * 2 + 100  # Six 2 us gaps inside each step, 100 us between the two.
+  assert s["span_ms"] == pytest.approx((2 * busy_us + idle_us) / 2 / 1e3)
+  assert s["idle_ms"] == pytest.approx(idle_us / 2 / 1e3)
+  assert s["by_kind"] == pytest.approx({
+      "matmul (cuBLAS)": 0.300, "matmul (Triton fusion)": 0.120, "elementwise": 0.090,
+      "reduction": 0.030, "transpose": 0.010, "copy": 0.005})
+  assert s["by_part"] == pytest.approx({
+      "matmul (cuBLAS)": 0.300, "attention": 0.120, "norm": 0.050, "dropout": 0.040,
+      "loss": 0.030, "feed_forward": 0.010, "unattributed": 0.005})
