@@ -10,28 +10,32 @@
 #              `t2t-datagen --numpy_batches=DIR --hparams_set=transformer_multi30k_packed` wrote
 # STOCK_KERAS  the shared peers' gpu_peers.py (flops.py beside it): the base shape in stock
 #              Keras 3 layers on JAX
-# OUT          results: bench64.{json,log}, bench32_128.{json,log}, train.log and the run
-#              (its model-only checkpoints) as run.tar.gz.part-* (pieces under 16 MiB)
+# OUT          results: bench64.{json,log}, profile.tar.gz, bench32_128.{json,log}, train.log and
+#              the run (its model-only checkpoints) as run.tar.gz.part-* (pieces under 16 MiB)
 # SECONDS      the whole budget (default 540); each phase gets a share and is cut at its end
-# Environment: TRAIN_SECONDS (150; 0 skips phase 2 and BATCHES_TAR may be "-"), TRAIN_STEPS
-# (10000); for a dry run on a CPU machine,
-# TOKENS_PER_STEP (25000), BENCH_STEPS ("--warmup 5 --steps 20") and TORCH_PYTHON (python3;
-# empty: no torch column).
+# Environment: TRAIN_SECONDS (150; 0 skips phase 3 and BATCHES_TAR may be "-"), TRAIN_STEPS
+# (10000), PROFILE_SECONDS (90; 0 skips phase 2); for a dry run on a CPU machine,
+# TOKENS_PER_STEP (25000), BENCH_STEPS ("--warmup 5 --steps 20"), PROFILE_ARGS (more flags
+# for jax_step_profile.py trace) and TORCH_PYTHON (python3; empty: no torch column).
 #
 # 1. bench/train_throughput.py --backend jax: transformer_base shape, bf16, ~25k target tokens
 #    per step at length 64, beside torch.nn.Transformer under torch.compile and stock Keras;
 #    ours also pipelined (steps back to back, one host sync, as t2t-trainer runs; every
 #    system's main figure syncs every step, the peers' method).
-# 2. t2t-trainer --backend=jax from the saved batches (transformer_multi30k_packed: one batch
+# 2. bench/jax_step_profile.py trace at length 64: where the step's GPU time goes, as
+#    profile.tar.gz (read it with `jax_step_profile.py summarize` where TensorFlow is).
+# 3. t2t-trainer --backend=jax from the saved batches (transformer_multi30k_packed: one batch
 #    shape, so one compilation), for at most TRAIN_SECONDS (default 150); the run comes back
 #    with model-only copies of its checkpoints (the optimizer's moments stay behind) so that
 #    t2t-decoder on a CPU machine can choose among them on dev.
-# 3. The bench at lengths 32 and 128, in what time is left.
+# 4. The bench at lengths 32 and 128, in what time is left.
 set -uo pipefail
 WHEELS=${1:?usage: gpu_jax.sh WHEELS BATCHES_TAR STOCK_KERAS OUT [SECONDS]}
 BATCHES_TAR=${2:?}; STOCK_KERAS=${3:?}; OUT=${4:?}; BUDGET=${5:-540}
 TRAIN_SECONDS=${TRAIN_SECONDS:-150}
 TRAIN_STEPS=${TRAIN_STEPS:-10000}
+PROFILE_SECONDS=${PROFILE_SECONDS:-90}
+PROFILE_ARGS=${PROFILE_ARGS:-}
 TOKENS_PER_STEP=${TOKENS_PER_STEP:-25000}
 BENCH_STEPS=${BENCH_STEPS:---warmup 5 --steps 20}
 TORCH_PYTHON=${TORCH_PYTHON-python3}
@@ -64,6 +68,16 @@ bench() {  # bench LENGTHS NAME SECONDS
 }
 
 bench 64 bench64 $(( $(left) * 45 / 100 ))
+
+if [ "$PROFILE_SECONDS" -gt 0 ]; then
+  say "profile at length 64 (at most $PROFILE_SECONDS s)"
+  timeout "$PROFILE_SECONDS" python3 bench/jax_step_profile.py trace --out "$WORK/profile" \
+    --length 64 --tokens "$TOKENS_PER_STEP" $PROFILE_ARGS > "$WORK/profile.log" 2>&1
+  say "profile: exit $?"
+  cp "$WORK/profile.log" "$WORK/profile/" 2>/dev/null
+  tail -n 1 "$WORK/profile.log"
+  (cd "$WORK" && tar -czf "$OUT/profile.tar.gz" profile)
+fi
 
 train() {
   wait $UNPACK || { echo "gpu_jax.sh: unpacking $BATCHES_TAR failed" >&2; exit 2; }
