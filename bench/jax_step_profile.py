@@ -113,11 +113,10 @@ def _gzip(src, dst):
 # --------------------------------------------------------------------------------------------
 def kind_of(kernel: str) -> str:
   """The kind of one kernel, from its name (XLA names a fusion by what it does)."""
-  if kernel.startswith(("nvjet", "sm90_xmma", "cutlass", "ampere_", "sm80_xmma")) or "gemm" in kernel \
-      and not kernel.startswith("gemm_fusion"):
-    return "matmul (cuBLAS)"
   if kernel.startswith(("gemm_fusion", "triton_gemm")):
     return "matmul (Triton fusion)"
+  if kernel.startswith(("nvjet", "sm90_xmma", "cutlass", "ampere_", "sm80_xmma")) or "gemm" in kernel:
+    return "matmul (cuBLAS)"
   if kernel.startswith(("Memcpy", "Memset", "memcpy")):
     return "copy"
   if "transpose" in kernel:
