@@ -37,10 +37,8 @@ import os
 import re
 import shutil
 import statistics
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("matmul (cuBLAS)", "matmul (Triton fusion)", "reduction", "elementwise", "transpose",
          "scatter", "copy")
 
@@ -54,7 +52,6 @@ def trace(args):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={dump}"
                              " --xla_dump_hlo_module_re=.*_train_step.*").strip()
   os.environ["KERAS_BACKEND"] = "jax"
-  sys.path.insert(0, HERE)
   import jax
   import numpy as np
   import train_throughput as tt

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, SHARED
+from tests.helpers import REPO, SHARED, load_script
 from t2tlite import registry
 
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
@@ -115,8 +115,7 @@ def test_step_profile_traces_without_tensorflow(tmp_path):
 def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
   """summarize on a hand-made trace: two steps on a GPU plane, kernels named as XLA and cuBLAS
   name them, fusions attributed through the HLO text's op names; the sums are worked out here."""
-  sys.path.insert(0, os.path.join(REPO, "bench"))
-  import jax_step_profile as jsp
+  jsp = load_script("bench/jax_step_profile.py")
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
   hlo = "\n".join([
       'ENTRY %main {',
