@@ -37,11 +37,6 @@ import os
 import re
 import shutil
 import statistics
-import time
-
-KINDS = ("matmul (cuBLAS)", "matmul (Triton fusion)", "reduction", "elementwise", "transpose",
-         "scatter", "copy")
-
 
 # --------------------------------------------------------------------------------------------
 # trace
@@ -70,11 +65,7 @@ def trace(args):
            for k in ("inputs", "targets")}
   times, warm, _ = tt.time_steps(trainer.train_step, batch, args.warmup, args.timed_steps,
                                  "profile")
-  start = time.perf_counter()
-  for _ in range(args.timed_steps):
-    sums = trainer.train_step(batch)
-  float(sums["loss"])
-  pipelined = (time.perf_counter() - start) / args.timed_steps
+  pipelined = tt.time_pipelined(trainer.train_step, batch, args.timed_steps)
 
   logdir = os.path.join(args.out, "jax_trace")
   jax.profiler.start_trace(logdir)
@@ -180,11 +171,10 @@ def summarize(trace_path: str, hlo_text: str = "", steps: int = 1) -> dict:
     by_kind, by_part = collections.Counter(), collections.Counter()
     top = collections.Counter()
     for _, ps, kernel in events:
-      kind = kind_of(kernel)
-      part = "matmul (cuBLAS)" if kind == "matmul (cuBLAS)" else part_of(_op_name(kernel, names))
+      kind, op_name = kind_of(kernel), _op_name(kernel, names)
       by_kind[kind] += ps
-      by_part[part] += ps
-      top[_op_name(kernel, names) or kernel] += ps
+      by_part["matmul (cuBLAS)" if kind == "matmul (cuBLAS)" else part_of(op_name)] += ps
+      top[op_name or kernel] += ps
     busy = sum(ps for _, ps, _ in events)
     span = events[-1][0] + events[-1][1] - events[0][0]
     ms = lambda ps: ps / 1e9 / steps  # noqa: E731

@@ -5,6 +5,7 @@ TensorFlow is made unimportable for the bench and its workers by a stand-in pack
 PYTHONPATH whose import fails, as on a machine without it.
 """
 
+import gzip
 import importlib.util
 import json
 import math
@@ -29,16 +30,21 @@ def _shared_flops():
   return module
 
 
-@needs_jax
-def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path):
+def _no_tensorflow_env(tmp_path):
+  """PYTHONPATH with a stand-in `tensorflow` package whose import fails, as on the GPU machines."""
   blocked = tmp_path / "no_tensorflow" / "tensorflow"
-  blocked.mkdir(parents=True)
+  blocked.mkdir(parents=True, exist_ok=True)
   (blocked / "__init__.py").write_text(
       'raise ImportError("No module named tensorflow", name="tensorflow")\n')
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(blocked.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+@needs_jax
+def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path):
   out = tmp_path / "bench.json"
   peak = 0.5
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [str(blocked.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+  env = _no_tensorflow_env(tmp_path)
   proc = subprocess.run(
       [sys.executable, os.path.join(REPO, "bench", "train_throughput.py"), "--backend", "jax",
        "--shapes", "tiny", "--tiny_vocab", "64", "--lengths", "4,8", "--tokens_per_step", "32",
@@ -77,16 +83,6 @@ def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path):
         expected_flops / run["pipelined_step_s"] / 1e12 / peak, rel=1e-9)
 
 
-def _no_tensorflow_env(tmp_path):
-  """PYTHONPATH with a stand-in `tensorflow` package whose import fails, as on the GPU machines."""
-  blocked = tmp_path / "no_tensorflow" / "tensorflow"
-  blocked.mkdir(parents=True, exist_ok=True)
-  (blocked / "__init__.py").write_text(
-      'raise ImportError("No module named tensorflow", name="tensorflow")\n')
-  return dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [str(blocked.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-
-
 @needs_jax
 def test_step_profile_traces_without_tensorflow(tmp_path):
   """bench/jax_step_profile.py trace: the GPU half runs where TensorFlow is not installed and
@@ -103,7 +99,6 @@ def test_step_profile_traces_without_tensorflow(tmp_path):
   assert (timing["rows"], timing["length"], timing["vocab"]) == (4, 8, 64)
   assert timing["synced_step_s"] > 0 and timing["pipelined_step_s"] > 0
   assert timing["hlo_saved"] and (out / "trace.xplane.pb.gz").stat().st_size > 0
-  import gzip
   assert "_train_step" in gzip.open(out / "step_hlo.txt.gz", "rt").read(2000)
   summary = subprocess.run(
       [sys.executable, os.path.join(REPO, "bench", "jax_step_profile.py"), "summarize", str(out)],
