@@ -6,7 +6,7 @@ Parsing decodes with the paper's beam 21 and a maximum length of input + 300. Th
 cached decoder keeps a fixed [rows, L] key/value buffer; searched as one loop, every
 step attends (and gathers the beam history of) all L positions, masked past the step,
 so a step costs O(input + 300) however short the prefix. With horizons
-(`search.doubling_horizons`, the decoder's default) the search runs one loop per
+(`batching.doubling_horizons`, the decoder's default) the search runs one loop per
 doubling horizon and reads only the first H positions: a step costs at most twice its
 prefix. Both give the same trees (tests/test_decoder.py); this measures the time.
 

@@ -35,6 +35,10 @@ BESIDE = ("paper PPL", "paper BLEU", "paper params x10^6", "train time")
 METRICS = {"ppl": True, "bleu": False}  # metric -> lower is better.
 RECIPE_STEPS = 1000  # recipes/table3.sh's default TABLE3_STEPS: what a page before the sweep plans.
 NOISE_SEEDS = 2.0  # "within seed noise": |delta| < 2 x the base seeds' standard deviation.
+# A section of the page that recipes/table3_gpu.py writes (the rows at the paper's real shapes,
+# trained on a GPU machine); regenerating the page keeps it as it is.
+KEPT_SECTION = ("<!-- Real shapes: written by recipes/table3_gpu.py report; "
+                "table3_report.py keeps it. -->", "<!-- End of the real shapes. -->")
 
 
 class ReportError(errors.UserError):
@@ -386,7 +390,7 @@ def _runs_section(results) -> List[str]:
                   "and BLEU commands as the sweep ran them, start-up and the dev pass included.", ""]
 
 
-def _signed(value, digits):
+def signed(value, digits):
   return "-" if value is None else f"{value:+.{digits}f}"
 
 
@@ -403,8 +407,8 @@ def _claims_section(judged, notes) -> List[str]:
              else "best of " + "/".join(_short(r) for r in c.reference))
       lines.append(
           f"| {claim.text if i == 0 else ''} | {_short(c.row)} vs {ref} | "
-          f"{_signed(entry['paper_ppl'], 2)} | {_signed(entry['paper_bleu'], 1)} | "
-          f"{_signed(entry['ppl'], 2)} | {_signed(entry['bleu'], 2)} | {entry['verdict_ppl']} | "
+          f"{signed(entry['paper_ppl'], 2)} | {signed(entry['paper_bleu'], 1)} | "
+          f"{signed(entry['ppl'], 2)} | {signed(entry['bleu'], 2)} | {entry['verdict_ppl']} | "
           f"{entry['verdict_bleu']} | {j['verdict'] if i == 0 else ''} |")
   lines.append("")
   why = [f"- **{j['claim'].id}**: {notes[j['claim'].id]}" for j in judged
@@ -469,6 +473,22 @@ def read_notes(path: Optional[str]) -> Dict[str, str]:
   return notes
 
 
+def kept_section(page: str) -> str:
+  """The KEPT_SECTION block of a page's text, markers included; "" if it has none."""
+  if KEPT_SECTION[0] not in page or KEPT_SECTION[1] not in page:
+    return ""
+  return KEPT_SECTION[0] + page.split(KEPT_SECTION[0], 1)[1].split(KEPT_SECTION[1], 1)[0] + \
+      KEPT_SECTION[1]
+
+
+def replace_section(page: str, section: str) -> str:
+  """`page` with its KEPT_SECTION block replaced by `section` (appended if it has none)."""
+  old = kept_section(page)
+  if old:
+    return page.replace(old, section)
+  return page.rstrip("\n") + "\n\n" + section + "\n"
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("run_dir", help="The sweep's run directory (recipes/table3_sweep.py).")
@@ -481,11 +501,14 @@ def main(argv=None) -> int:
   parser.add_argument("--overwrite", action="store_true",
                       help="Replace --output even if this script did not write it.")
   args = parser.parse_args(argv)
-  if os.path.exists(args.output) and not args.overwrite:
+  kept = ""
+  if os.path.exists(args.output):
     with open(args.output, encoding="utf-8") as f:
-      if GENERATED not in f.read():
-        raise ReportError(f"--output={args.output} exists and was not written by this script; "
-                          "pass --overwrite to replace it")
+      old = f.read()
+    kept = kept_section(old)
+    if GENERATED not in old and not args.overwrite:
+      raise ReportError(f"--output={args.output} exists and was not written by this script; "
+                        "pass --overwrite to replace it")
   results = load_results(args.run_dir)
   sweep = load_sweep(args.run_dir)
   have = {r["mini_set"] for r in results}
@@ -498,6 +521,8 @@ def main(argv=None) -> int:
     plot(results, args.figure)
     link = os.path.relpath(args.figure, os.path.dirname(os.path.abspath(args.output)))
   text = render(results, sweep, params, link, notes, args.vocab_size)
+  if kept:
+    text = replace_section(text, kept)
   with files.atomic_write(args.output) as f:
     f.write(text + "\n")
   print(f"wrote {args.output}" + (f" and {args.figure}" if results else ""), file=sys.stderr)

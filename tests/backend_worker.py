@@ -1,6 +1,6 @@
 """One backend's numbers for tests/test_backends.py: run as a script under KERAS_BACKEND=X.
 
-    python tests/backend_worker.py WEIGHTS.npz OUT.npz
+    python tests/backend_worker.py WEIGHTS.npz OUT.npz [--decode]
 
 Builds the tiny Transformer (float32, no dropout) on the backend that
 KERAS_BACKEND names; if WEIGHTS.npz exists, loads every weight from it by its
@@ -8,9 +8,11 @@ Keras path (the set of paths must match exactly), else writes its own
 initial weights there. Then, on a fixed batch with source and target padding
 (the decoder's causal mask always applies), writes to OUT.npz the logits,
 the label-smoothed loss per real target token and the gradient of that loss
-for every trainable weight ("grad:" + path). Imports only the keras core and
-this backend's framework, so under JAX it also shows the core runs without
-TensorFlow.
+for every trainable weight ("grad:" + path). With --decode it writes instead
+the beams of a beam search over DECODE_SOURCES: t2tlite's Decoder under
+TensorFlow, jax_search.JaxDecoder under JAX. Imports only the keras core and
+this backend's framework (and the backend's search), so under JAX it also
+shows the core runs without TensorFlow.
 """
 
 import os
@@ -75,7 +77,32 @@ def logits_loss_gradients(model, batch):
   raise SystemExit(f"backend_worker: no gradient recipe for backend {backend!r}")
 
 
-def main(weights_path, out_path):
+# Sources of several lengths (one batch of width 8, one of 16: two compiled shapes), ids 2-19.
+DECODE_SOURCES = [[5, 7, 9], [2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [12], [19, 18, 17, 16, 15, 14, 13],
+                  [4, 4, 4, 4], [6, 11, 2, 8, 15]]
+DECODE_HPARAMS = "beam_size=3,alpha=0.6,extra_length=6,return_beams=true,batch_tokens=40"
+
+
+def decode_beams(model):
+  """{"ids": [sources, beam, width], "scores": [sources, beam]} of this backend's beam search."""
+  from t2tlite.decoding.decode_hparams import DecodeHParams
+  hp = DecodeHParams().override(DECODE_HPARAMS)
+  if keras.config.backend() == "jax":
+    from t2tlite.decoding.jax_search import JaxDecoder
+    nbest = JaxDecoder(model, hp).decode_nbest(DECODE_SOURCES)
+  else:
+    from t2tlite.decoding.decoder import Decoder
+    nbest = Decoder(model, hp).decode_nbest(DECODE_SOURCES)
+  ids = np.zeros([len(nbest), hp.beam_size, 32], np.int32)
+  scores = np.zeros([len(nbest), hp.beam_size], np.float32)
+  for i, beams in enumerate(nbest):
+    for k, (tokens, score) in enumerate(beams):
+      ids[i, k, :len(tokens)] = tokens
+      scores[i, k] = score
+  return {"ids": ids, "scores": scores}
+
+
+def main(weights_path, out_path, mode=""):
   model = tiny_model()
   batch = fixed_batch()
   model(batch)  # Build every weight.
@@ -90,14 +117,22 @@ def main(weights_path, out_path):
       w.assign(saved[w.path])
   else:
     np.savez(weights_path, **{w.path: keras.ops.convert_to_numpy(w.value) for w in model.weights})
-  logits, loss, grads = logits_loss_gradients(model, batch)
-  out = {"logits": keras.ops.convert_to_numpy(logits), "loss": keras.ops.convert_to_numpy(loss)}
-  for w, g in zip(model.trainable_variables, grads):
-    out["grad:" + w.path] = keras.ops.convert_to_numpy(g)
+  if mode == "--decode":
+    out = decode_beams(model)
+  else:
+    out = gradients_out(model, batch)
   np.savez(out_path, **out)
   tensorflow_loaded = any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.modules)
   print(f"backend={keras.config.backend()} tensorflow_loaded={tensorflow_loaded}")
 
 
+def gradients_out(model, batch):
+  logits, loss, grads = logits_loss_gradients(model, batch)
+  out = {"logits": keras.ops.convert_to_numpy(logits), "loss": keras.ops.convert_to_numpy(loss)}
+  for w, g in zip(model.trainable_variables, grads):
+    out["grad:" + w.path] = keras.ops.convert_to_numpy(g)
+  return out
+
+
 if __name__ == "__main__":
-  main(*sys.argv[1:3])
+  main(*sys.argv[1:4])

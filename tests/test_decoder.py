@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from t2tlite.decoding import search
+from t2tlite.decoding import batching, search
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder
 from t2tlite.decoding.pipeline import DecodePipeline, decode_lines
@@ -106,7 +106,7 @@ def test_a_search_of_unknown_width_runs_the_horizon_phases_and_decodes_the_same(
   any_shape = decoder.search_ids.get_concrete_function(
       tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32))
   longest = -(-(decoder.max_input_length + 1) // hp.length_multiple) * hp.length_multiple
-  expected = search.doubling_horizons(longest + hp.extra_length + 1, 2)
+  expected = batching.doubling_horizons(longest + hp.extra_length + 1, 2)
   loops = [op for op in any_shape.graph.get_operations() if op.type in ("While", "StatelessWhile")]
   assert len(expected) > 3 and len(loops) == len(expected)
   batch = sources[:8]
@@ -124,10 +124,10 @@ def test_a_search_of_unknown_width_runs_the_horizon_phases_and_decodes_the_same(
 
 
 def test_doubling_horizons():
-  assert search.doubling_horizons(300, 64) == [64, 128, 256, 300]
-  assert search.doubling_horizons(64, 64) == [64]
-  assert search.doubling_horizons(65, 64) == [64, 65]
-  assert search.doubling_horizons(5, 2) == [2, 4, 5]
+  assert batching.doubling_horizons(300, 64) == [64, 128, 256, 300]
+  assert batching.doubling_horizons(64, 64) == [64]
+  assert batching.doubling_horizons(65, 64) == [64, 65]
+  assert batching.doubling_horizons(5, 2) == [2, 4, 5]
 
 
 def test_nbest_beams_and_scores(trained):

@@ -236,3 +236,61 @@ def test_progress_reads_the_trainers_own_line(tmp_path):
                  + "I1123 trainer.py] " + progress_line(300, 1000, metrics, 0.001, 100) + "\n")
   assert sweep.trainer_progress(str(log)) == (300, 700 * 0.1)
   assert sweep.trainer_progress(str(tmp_path / "none.log")) == (None, None)
+
+
+# --- The real-shape rows (recipes/table3_gpu.py): their section of the page ---
+gpu = load_script("recipes/table3_gpu.py")
+
+
+def gpu_result(name, hparams_set, ppl, bleu, seed=1, d_model=512, h=8, params=48_000_000):
+  return {"name": name, "hparams_set": hparams_set, "seed": seed, "steps": 3000,
+          "target_steps": 3000, "stopped_by_time_bound": False, "dev_ppl": ppl, "bleu": bleu,
+          "params": params, "seconds": 120.0, "device": "NVIDIA H100 80GB HBM3",
+          "shape": {"N": 6, "d_model": d_model, "d_ff": 2048, "h": h, "d_k": d_model // h,
+                    "d_v": d_model // h, "P_drop": 0.1, "eps_ls": 0.1}}
+
+
+def test_real_shape_section_has_the_layout_the_spread_and_the_verdicts():
+  rows = [gpu_result(f"base.seed{i + 1}", "transformer_base", 5.0 + i, 30.0 + i, seed=i + 1)
+          for i in range(3)]  # PPL std 1.0, noise 2.0; BLEU std 1.0, noise 2.0.
+  rows += [gpu_result("h1", "transformer_base_h1", 9.0, 27.0, h=1),
+           gpu_result("d1024", "transformer_base_d1024", 5.5, 31.5, d_model=1024,
+                      params=150_000_000)]
+  text = gpu.section(rows)
+  assert text.startswith(report.KEPT_SECTION[0]) and text.endswith(report.KEPT_SECTION[1])
+  header, body = _table(text)
+  assert header[1:13] == PAPER_LAYOUT
+  base, h1, d1024 = body[:3]
+  assert base[0] == "base" and base[1:9] == ["6", "512", "2048", "8", "64", "64", "0.1", "0.1"]
+  assert base[9:13] == ["3000", "6.00 ±1.00", "31.0 ±1.0", "48.0"]
+  assert base[13:16] == ["4.92", "25.8", "65"]
+  assert h1[0] == "(A)" and h1[1:9] == ["", "", "", "1", "512", "512", "", ""]
+  assert d1024[0] == "(C)" and d1024[2] == "1024" and d1024[12] == "150.0"
+  claims = {}
+  for line in text.splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 8 and " vs " in cells[1] and cells[0] != "claim":
+      claims[cells[1]] = cells
+  assert set(claims) == {"h1 vs base", "d1024 vs base"}  # Only comparisons of rows run.
+  # h1 against the base (the best of the heads rows present): PPL +3.0 >= noise 2.0 and
+  # BLEU -4.0: worse, as claimed.
+  assert claims["h1 vs base"][2:8] == ["+0.37", "-0.9", "+3.00", "-4.00", "reproduced",
+                                       "reproduced"]
+  # d1024 against the base: PPL -0.5 and BLEU +0.5 are within the noise.
+  assert claims["d1024 vs base"][4:8] == ["-0.50", "+0.50", "within seed noise",
+                                          "within seed noise"]
+  assert "no verdicts" not in text
+
+
+def test_regenerating_the_page_keeps_the_real_shape_section(tmp_path, monkeypatch):
+  monkeypatch.setattr(report, "computed_params", lambda sets, vocab: {s: 1_234_567 for s in sets})
+  out = str(tmp_path / "table3.md")
+  assert report.main([str(tmp_path / "nothing"), f"--output={out}"]) == 0
+  section = gpu.section([gpu_result("base.seed1", "transformer_base", 5.0, 30.0)])
+  gpu.write_section(out, section)
+  assert report.main([str(tmp_path / "nothing"), f"--output={out}"]) == 0
+  text = open(out).read()
+  assert text.count(report.KEPT_SECTION[0]) == 1 and section in text
+  assert "one seed: no spread, so no verdicts" in text
+  gpu.write_section(out, section.replace("5.00", "4.00"))  # Replaced, not added.
+  assert open(out).read().count(report.KEPT_SECTION[0]) == 1

@@ -23,13 +23,14 @@ import tensorflow as tf
 from t2tlite import xla_choice
 from t2tlite.constants import EOS_ID, PAD_ID, until_eos
 from t2tlite.decoding import sampling, search
+from t2tlite.decoding.batching import doubling_horizons, length_batches, padded_width
 from t2tlite.decoding.decode_hparams import DecodeHParams
 
 
 class Decoder:
   """Turns source id lists into target id lists with beam or greedy search (or sampling)."""
 
-  # The cached search's first horizon (search.doubling_horizons): translation's
+  # The cached search's first horizon (batching.doubling_horizons): translation's
   # input + 50 mostly fits in one loop; parsing's input + 300 runs in 3 or 4.
   first_horizon = 64
 
@@ -82,10 +83,10 @@ class Decoder:
     horizons = None
     if hp.use_cache:
       if isinstance(decode_length, int):
-        horizons = search.doubling_horizons(decode_length + 1, self.first_horizon)
+        horizons = doubling_horizons(decode_length + 1, self.first_horizon)
       elif self.max_input_length:
-        longest = _padded_width(self.max_input_length + 1, hp.length_multiple) + hp.extra_length
-        horizons = search.doubling_horizons(longest + 1, self.first_horizon)
+        longest = padded_width(self.max_input_length + 1, hp.length_multiple) + hp.extra_length
+        horizons = doubling_horizons(longest + 1, self.first_horizon)
     if hp.beam_size == 1:
       step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
       choice = {}
@@ -172,7 +173,7 @@ class Decoder:
     batches = self.batches([len(s) for s in sources])
     planned = []
     for index, chosen in enumerate(batches):
-      width = _padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
+      width = padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
       # Extra rows hold an empty source (EOS only, max length 0): done after one step, yet
       # computed at every step. They pay only by reusing a compiled shape: one compiled
       # already, or one a later batch of this call may reuse. A call's last batch pads onto a
@@ -209,25 +210,3 @@ class Decoder:
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
     """Source ids (without EOS) -> best target ids (without EOS), in input order."""
     return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]
-
-
-def length_batches(lengths: Sequence[int], hp: DecodeHParams) -> List[List[int]]:
-  """Indices of non-empty sources, sorted by length, cut under hp's sentence and token budgets.
-
-  A module function so that a caller without a model (a benchmark feeding another system
-  the very batches t2t-decoder forms) groups sentences exactly as `Decoder.batches` does.
-  """
-  order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
-  out, current = [], []
-  for i in order:
-    width = _padded_width(lengths[i] + 1, hp.length_multiple)  # Longest so far: sorted.
-    over_budget = hp.batch_tokens and (len(current) + 1) * width > hp.batch_tokens
-    if current and (len(current) == hp.batch_size or over_budget):
-      out.append(current)
-      current = []
-    current.append(i)
-  return out + ([current] if current else [])
-
-
-def _padded_width(length: int, multiple: int) -> int:
-  return -(-length // multiple) * multiple

@@ -16,7 +16,7 @@ Horizons. A cached decoder with a fixed-size cache attends over the whole
 buffer at every step, masked past `step`, so a step costs O(decode_length)
 however short the prefix: with parsing's input + 300 that dominated the
 search. Given `horizons` (increasing static lengths, the last decode_length +
-1; see `doubling_horizons`), the search runs one loop per horizon H, for the
+1; see `batching.doubling_horizons`), the search runs one loop per horizon H, for the
 steps < H, and calls `symbols_to_logits_fn(ids, step, state, horizon=H)`: the
 function may then read positions < H only, a static slice. A step then costs
 O(prefix) (at most twice it), and results are the same as with one loop.
@@ -98,20 +98,6 @@ class SearchResult(typing.NamedTuple):
   scores: tf.Tensor
   lengths: tf.Tensor
   steps: tf.Tensor
-
-
-def doubling_horizons(length: int, first: int = 64) -> typing.List[int]:
-  """[first, 2 * first, 4 * first, ..., length]: the horizons of a search over `length` positions.
-
-  Doubling keeps the attended width within 2x the prefix while compiling only
-  log2(length / first) + 1 loops; one loop when length <= first.
-  """
-  horizons = []
-  horizon = max(1, first)
-  while horizon < length:
-    horizons.append(horizon)
-    horizon *= 2
-  return horizons + [length]
 
 
 def _run_phases(cond, body, initial, decode_length, horizons):

@@ -1,0 +1,409 @@
+r"""Table 3's rows at the paper's own shapes on Multi30k, trained on a GPU machine without TensorFlow.
+
+  # Here (TensorFlow): the data, the training batches as numpy, dev's source ids.
+  python recipes/table3_gpu.py prepare --data_dir=DATA --out=PREP --steps=3000
+  # On the GPU machine (JAX, no TensorFlow): train and evaluate each row, resumable.
+  python recipes/table3_gpu.py run --prep=PREP --out=RESULTS --budget_seconds=500
+  # Here again: the hypotheses to text, BLEU as the miniature sweep scores it, the table.
+  python recipes/table3_gpu.py report --prep=PREP --results=RESULTS --data_dir=DATA
+
+The miniature sweep (table3_sweep.py) scales every row down to what two CPU
+cores train; this trains the base row, row A's h=1 and h=16 and row C's
+d_model=1024 as the paper sized them (transformer_base, transformer_base_h1,
+transformer_base_h16, transformer_base_d1024), on the same Multi30k en-de data
+and 8000-piece vocabulary, and measures them the same way: dev perplexity per
+subword token (exp of the teacher-forced NLL over all of val), dev BLEU of a
+beam-4 / alpha 0.6 / +50 decode of the last checkpoint (no averaging), never
+test. Every row trains for the same number of steps (--steps), with one seed;
+the base row gets more seeds if the budget allows (the seed spread).
+
+Training settings shared by every row (`ROW_HPARAMS`), each a departure from
+the paper named here: mixed_bfloat16 (the GPU's fast path; the paper trained
+in float32 on P100s); packed 128-token rows (t2t's packed problems: the same
+per-pair loss, one compiled shape); warmup 1000 as the miniature base, for a
+run of thousands of steps, not the paper's 4000 of 100K; batches of 4096 tokens
+per side (transformer_base's per-device batch_size; the paper's 8 GPUs held
+~25000). The weights (65-170M parameters) cannot leave the GPU machine, so
+dev is decoded there, with jax_search.JaxDecoder (the same search as
+t2t-decoder's), and only ids come back.
+
+`run` is resumable: a row is finished when RESULTS/NAME/result.json exists; a
+rerun starts the others, and stops starting rows when the budget left is
+below a row's estimated cost (from the base row's own time).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+PROBLEM = "multi30k_ende"
+DECODE_HPARAMS = "beam_size=4,alpha=0.6,extra_length=50"  # Section 6: beam 4, alpha 0.6, +50.
+# On a GPU all of dev is one batch, one compiled shape (the CPU defaults: 64 sentences / 4096 tokens).
+GPU_DECODE_BATCH = "batch_size=1024,batch_tokens=0"
+ROW_HPARAMS = ("dtype=mixed_bfloat16,packed_batches=true,packed_length=128,"
+               "learning_rate_warmup_steps=1000")
+# (run name, registered set, seed, cost per step relative to base), in the order they run.
+RUNS = (("base.seed1", "transformer_base", 1, 1.0), ("h1", "transformer_base_h1", 1, 1.0),
+        ("h16", "transformer_base_h16", 1, 1.1), ("d1024", "transformer_base_d1024", 1, 2.6),
+        ("base.seed2", "transformer_base", 2, 1.0), ("base.seed3", "transformer_base", 3, 1.0))
+EVAL_RESERVE_SECONDS = 100  # Of a row's budget, kept for the dev pass and decode (mostly compiling).
+DEV_ROWS = 256  # Teacher-forced dev batches: rows x the longest dev pair (one compiled shape).
+
+
+def log(message: str) -> None:
+  print(f"[table3_gpu {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- prepare (TensorFlow) ---
+def prepare(args) -> None:
+  """Training batches as numpy (t2t-datagen --numpy_batches) and dev's ids, into --out."""
+  from t2tlite import registry
+  os.makedirs(args.out, exist_ok=True)
+  problem = registry.problem(PROBLEM)
+  sources, references = problem.eval_text("dev", args.data_dir)
+  encoders = problem.encoders(args.data_dir)
+  pairs = [(encoders["inputs"].encode(s), encoders["targets"].encode(t))
+           for s, t in zip(sources, references)]
+  np.savez(os.path.join(args.out, "dev_ids.npz"), **_ragged("inputs", [p[0] for p in pairs]),
+           **_ragged("targets", [p[1] for p in pairs]))
+  log(f"dev: {len(pairs)} pairs")
+  batches = os.path.join(args.out, "batches")
+  if not os.path.exists(os.path.join(batches, "batches.json")):
+    subprocess.run(["t2t-datagen", f"--problem={PROBLEM}", f"--data_dir={args.data_dir}",
+                    f"--tmp_dir={args.tmp_dir or args.data_dir}", f"--numpy_batches={batches}",
+                    "--hparams_set=transformer_base", f"--hparams={ROW_HPARAMS}",
+                    f"--numpy_steps={args.steps}"], check=True)
+
+
+def _ragged(name, sequences):
+  """{name: int32 [n, longest] zero-padded, name_lengths: [n]}."""
+  lengths = np.array([len(s) for s in sequences], np.int32)
+  out = np.zeros([len(sequences), max(lengths.max(), 1)], np.int32)
+  for i, s in enumerate(sequences):
+    out[i, :len(s)] = s
+  return {name: out, name + "_lengths": lengths}
+
+
+def _unragged(arrays, name):
+  return [list(row[:n]) for row, n in zip(arrays[name], arrays[name + "_lengths"])]
+
+
+# --- run (JAX, no TensorFlow) ---
+def run(args) -> None:
+  """Trains and evaluates each unfinished row, within --budget_seconds."""
+  os.makedirs(args.out, exist_ok=True)
+  if args.parallel > 1:
+    run_in_parallel(args)
+    return
+  start = time.time()
+  base_seconds = None
+  for name, hparams_set, seed, cost in RUNS:
+    out = os.path.join(args.out, name)
+    result_path = os.path.join(out, "result.json")
+    if name not in args.rows.split(","):
+      continue
+    if os.path.exists(result_path):
+      if name.startswith("base") and base_seconds is None:
+        with open(result_path) as f:
+          base_seconds = json.load(f)["seconds"]
+      continue
+    left = args.budget_seconds - (time.time() - start)
+    estimate = (base_seconds or 0.0) * cost
+    if left < max(estimate, 60.0):
+      log(f"{name}: {left:.0f} s left, about {estimate:.0f} s needed: not started")
+      continue
+    began = time.time()
+    os.makedirs(out, exist_ok=True)
+    train_dir = os.path.join(out, "train")
+    log(f"{name}: training {hparams_set} (seed {seed}) for {args.steps} steps")
+    with open(os.path.join(out, "train.log"), "w") as train_log:
+      status = subprocess.run(
+          ["t2t-trainer", "--backend=jax", f"--numpy_batches={args.prep}/batches",
+           f"--hparams_set={hparams_set}", f"--hparams={ROW_HPARAMS}",
+           f"--output_dir={train_dir}", f"--train_steps={args.steps}",
+           f"--train_seconds={int(max(left - EVAL_RESERVE_SECONDS, 30))}", "--eval_every=0",
+           "--eval_steps=1",
+           f"--save_checkpoints_steps={args.steps}", "--keep_checkpoint_max=1",
+           "--average_last_n=0", f"--random_seed={seed}", "--log_every=500"],
+          stdout=train_log, stderr=subprocess.STDOUT).returncode
+    train_seconds = time.time() - began
+    if status:
+      log(f"{name}: t2t-trainer exited {status} (see {out}/train.log)")
+      continue
+    result = evaluate(train_dir, args.prep, out, args.dev_lines)
+    result.update(name=name, hparams_set=hparams_set, seed=seed, seconds=time.time() - began,
+                  train_wall_seconds=train_seconds, row_hparams=ROW_HPARAMS,
+                  target_steps=args.steps, stopped_by_time_bound=result["steps"] < args.steps)
+    with open(result_path + ".incomplete", "w") as f:
+      json.dump(result, f, indent=1)
+    os.replace(result_path + ".incomplete", result_path)
+    if name.startswith("base"):
+      base_seconds = base_seconds or result["seconds"]
+    log(f"{name}: dev PPL {result['dev_ppl']:.3f}, {result['steps']} steps, "
+        f"{result['seconds']:.0f} s (train {train_seconds:.0f}, decode {result['decode_seconds']:.0f})")
+
+
+def run_in_parallel(args) -> None:
+  """Each unfinished row in its own process, --parallel at a time, sharing the one GPU.
+
+  A row's step at 4096 tokens leaves most of an H100 idle (launches, the host's
+  dispatch), and its compilations (train, dev, search) run on one CPU core: rows
+  side by side fill both. Their wall times then measure the group, not a row.
+  """
+  pending = [name for name, _, _, _ in RUNS if name in args.rows.split(",")
+             and not os.path.exists(os.path.join(args.out, name, "result.json"))]
+  env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # Memory on demand, shared.
+  start, running = time.time(), []
+  while pending or running:
+    while pending and len(running) < args.parallel:
+      name = pending.pop(0)
+      os.makedirs(os.path.join(args.out, name), exist_ok=True)
+      left = args.budget_seconds - (time.time() - start)
+      command = [sys.executable, os.path.abspath(__file__), "run", f"--prep={args.prep}",
+                 f"--out={args.out}", f"--steps={args.steps}", f"--budget_seconds={left:.0f}",
+                 f"--rows={name}", f"--dev_lines={args.dev_lines}", "--parallel=1"]
+      with open(os.path.join(args.out, name, "run.log"), "w") as run_log:
+        running.append((name, subprocess.Popen(command, stdout=run_log,
+                                               stderr=subprocess.STDOUT, env=env)))
+      log(f"{name}: started ({len(running)} running)")
+    time.sleep(2)
+    for name, proc in list(running):
+      if proc.poll() is not None:
+        running.remove((name, proc))
+        log(f"{name}: exit {proc.returncode} after {time.time() - start:.0f} s")
+
+
+def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
+  """Dev PPL (all of val, teacher-forced) and the beam-4 decode of the last checkpoint."""
+  import jax
+  import keras
+  from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite.decoding.jax_search import JaxDecoder
+  from t2tlite.training import losses, run_dir
+
+  model, checkpoint = run_dir.load_model(train_dir, hparams_overrides="packed_batches=false")
+  dev = dict(np.load(os.path.join(prep, "dev_ids.npz")))
+  sources, targets = _unragged(dev, "inputs"), _unragged(dev, "targets")
+  if dev_lines:  # A smoke test's slice; the table uses all of dev.
+    sources, targets = sources[:dev_lines], targets[:dev_lines]
+
+  def with_eos(seqs):  # As the problem's examples: EOS-terminated, zero-padded to one width.
+    return [list(s) + [1] for s in seqs]
+
+  src, tgt = with_eos(sources), with_eos(targets)
+  width = max(max(map(len, src)), max(map(len, tgt)))
+  trainable = [v.value for v in model.trainable_variables]
+  non_trainable = [v.value for v in model.non_trainable_variables]
+
+  @jax.jit  # The weights are arguments, not constants folded into the program.
+  def nll_sums(trainable, non_trainable, batch):
+    logits, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+    sums = losses.token_loss_sums(logits, batch["targets"], model.hparams.label_smoothing)
+    return sums.nll, sums.tokens
+
+  nll = tokens = 0.0
+  for first in range(0, len(src), DEV_ROWS):
+    batch = {name: np.zeros([DEV_ROWS, width], np.int32) for name in ("inputs", "targets")}
+    for row, i in enumerate(range(first, min(first + DEV_ROWS, len(src)))):
+      batch["inputs"][row, :len(src[i])] = src[i]
+      batch["targets"][row, :len(tgt[i])] = tgt[i]
+    n, t = nll_sums(trainable, non_trainable, batch)
+    nll, tokens = nll + float(n), tokens + float(t)
+  began = time.time()
+  hp = DecodeHParams().override(DECODE_HPARAMS).override(GPU_DECODE_BATCH)
+  decoder = JaxDecoder(model, hp)
+  hypotheses = decoder.decode_ids(sources)
+  decode_seconds = time.time() - began
+  np.savez(os.path.join(out, "dev_hypotheses.npz"), **_ragged("ids", hypotheses))
+  steps = int(os.path.basename(checkpoint).rsplit("-", 1)[1].split(".")[0])
+  hparams = model.hparams
+  return {"steps": steps, "dev_ppl": float(np.exp(nll / tokens)), "dev_nll": nll,
+          "dev_tokens": tokens, "dev_lines": len(sources), "decode_seconds": decode_seconds,
+          "decode_compile_seconds": decoder.first_shape_seconds,
+          "decode_hparams": DECODE_HPARAMS, "params": int(model.count_params()),
+          "shape": {"N": hparams.num_encoder_layers, "d_model": hparams.d_model,
+                    "d_ff": hparams.d_ff, "h": hparams.num_heads, "d_k": hparams.key_dim,
+                    "d_v": hparams.value_dim, "P_drop": hparams.dropout,
+                    "eps_ls": hparams.label_smoothing},
+          "device": str(jax.devices()[0].device_kind), "keras": keras.__version__}
+
+
+# --- report (TensorFlow) ---
+def report(args) -> None:
+  """Hypotheses to text, BLEU as the miniature sweep scores it (t2t-bleu), the page's section."""
+  from t2tlite import registry
+  problem = registry.problem(PROBLEM)
+  target_encoder = problem.encoders(args.data_dir)["targets"]
+  reference = os.path.join(args.data_dir, f"{PROBLEM}-dev.targets")
+  with open(reference) as f:
+    references = f.readlines()
+  rows = []
+  for name, _, _, _ in RUNS:
+    out = os.path.join(args.results, name)
+    if not os.path.exists(os.path.join(out, "result.json")):
+      continue
+    with open(os.path.join(out, "result.json")) as f:
+      result = json.load(f)
+    hypotheses = _unragged(dict(np.load(os.path.join(out, "dev_hypotheses.npz"))), "ids")
+    decodes = os.path.join(out, "dev.de")
+    with open(decodes, "w") as f:
+      f.writelines(target_encoder.decode(ids) + "\n" for ids in hypotheses)
+    row_reference = reference
+    if len(hypotheses) < len(references):  # A smoke test's slice of dev.
+      row_reference = os.path.join(out, "dev.reference.de")
+      with open(row_reference, "w") as f:
+        f.writelines(references[:len(hypotheses)])
+    subprocess.run(["t2t-bleu", f"--translation={decodes}", f"--reference={row_reference}",
+                    "--language=de", "--lowercased_bleu", "--overwrite",
+                    f"--output_json={os.path.join(out, 'dev.bleu.json')}"], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "dev.bleu.json")) as f:
+      result["bleu"] = json.load(f)["bleu"]["score"]
+    rows.append(result)
+    log(f"{name}: d_model {result['shape']['d_model']}, h {result['shape']['h']}, "
+        f"{result['params'] / 1e6:.1f}M params, {result['steps']} steps: dev PPL "
+        f"{result['dev_ppl']:.3f}, BLEU {result['bleu']:.2f}")
+  with open(os.path.join(args.results, "table3_gpu.json"), "w") as f:
+    json.dump(rows, f, indent=1)
+  if args.page:
+    write_section(args.page, section(rows))
+    log(f"wrote the real-shape section of {args.page}")
+
+
+def table3_report():
+  """recipes/table3_report.py (beside this script): the miniature page's layout and verdicts.
+
+  Imported where the page is written only: the GPU machine's `run` needs none of it.
+  """
+  here = os.path.dirname(os.path.abspath(__file__))
+  if here not in sys.path:
+    sys.path.insert(0, here)
+  import table3_report as report
+  return report
+
+
+def section(rows) -> str:
+  """The page's second table: Table 3's layout, the paper's figures beside, the claims judged."""
+  import statistics
+  from t2tlite.hparams.table3 import TABLE3
+  report = table3_report()
+  by_paper = {r.paper_set: r for r in TABLE3}
+  runs = {}
+  for r in rows:
+    runs.setdefault(by_paper[r["hparams_set"]].mini_set, []).append(r)
+  base_set = by_paper["transformer_base"].mini_set
+  std = report.spread(runs.get(base_set, []))
+  noise = {m: (None if v is None else report.NOISE_SEEDS * v) for m, v in std.items()}
+  figures = {s: report.ours(r) for s, r in runs.items()}
+  base_shape = rows[0]["shape"] if rows else {}
+  out = [report.KEPT_SECTION[0], "",
+         "## Real shapes on one GPU: base, (A) h=1 and h=16, (C) d_model=1024", ""]
+  devices = sorted({r["device"] for r in rows})
+  steps = sorted({r["steps"] for r in rows})
+  out += [f"The paper's own shapes (`transformer_base`, `transformer_base_h1`, "
+          f"`transformer_base_h16`, `transformer_base_d1024`) on the same Multi30k en-de data, "
+          f"vocabulary and dev measures as the table above, trained on {', '.join(devices)} "
+          f"under JAX for {'/'.join(map(str, steps))} steps of 4096-token batches each "
+          f"(`{ROW_HPARAMS}`; recipes/table3_gpu.py says why each departs from the paper), "
+          "rows side by side on the one device. Dev decoded there with the same beam search "
+          f"({DECODE_HPARAMS}) under JAX; BLEU scored here as above. The base row is the mean "
+          "± sample standard deviation over its seeds.", ""]
+  layout = report.LAYOUT + ("paper PPL", "paper BLEU", "paper params x10^6", "row's wall time")
+  out += ["| | " + " | ".join(layout) + " |", "|---" * (len(layout) + 1) + "|"]
+  previous = None
+  for row in TABLE3:
+    if row.mini_set not in runs:
+      continue
+    row_runs = runs[row.mini_set]
+    mine = row_runs[0]["shape"]
+    is_base = row.row == "base"
+    cells = [("" if not is_base and mine[c] == base_shape.get(c) else str(mine[c]))
+             for c in report.SHAPE_COLUMNS]
+    label = "" if row.row == previous else (row.row if is_base else f"({row.row})")
+    previous = row.row
+    fig = figures[row.mini_set]
+    ppl, bleu = f"{fig['ppl']:.2f}", f"{fig['bleu']:.1f}"
+    if is_base and len(row_runs) > 1:
+      ppl += f" ±{std['ppl']:.2f}"
+      bleu += f" ±{std['bleu']:.1f}"
+    trained = sorted({r["steps"] for r in row_runs})
+    step_cell = "/".join(map(str, trained)) + (
+        " (time bound)" if any(r.get("stopped_by_time_bound") for r in row_runs) else "")
+    minutes = statistics.fmean(r["seconds"] for r in row_runs) / 60
+    cells += [step_cell, ppl, bleu, f"{row_runs[0]['params'] / 1e6:.1f}", f"{row.ppl:.2f}",
+              f"{row.bleu:.1f}", str(row.params_m or ""), f"{minutes:.1f} min"]
+    out.append(f"| {label} | " + " | ".join(cells) + " |")
+  out += ["", "Seeds of the base row: " + ", ".join(
+      f"{r['seed']}: PPL {r['dev_ppl']:.3f}, BLEU {r['bleu']:.2f}"
+      for r in runs.get(base_set, [])) + (
+      f"; a delta is within seed noise below PPL {noise['ppl']:.3f}, BLEU {noise['bleu']:.2f}."
+      if noise["ppl"] is not None else "; one seed: no spread, so no verdicts."), ""]
+  paper = report.paper_figures()
+  out += ["| claim | row vs reference | paper ΔPPL | paper ΔBLEU | ours ΔPPL | ours ΔBLEU | "
+          "PPL verdict | BLEU verdict |", "|---" * 8 + "|"]
+  short = lambda mini_set: mini_set[len("transformer_table3_"):]  # noqa: E731
+  for claim in report.CLAIMS:
+    for c in claim.comparisons:
+      present = tuple(r for r in c.reference if r in runs)
+      if c.row not in runs or not present:
+        continue
+      # The paper's delta over the same references as ours: only the rows run here.
+      c = report.Comparison(c.row, present, c.expected)
+      cells = [claim.text, f"{short(c.row)} vs {'best of ' if len(present) > 1 else ''}"
+               + "/".join(map(short, present))]
+      cells += [report.signed(report.delta(paper, c, "ppl"), 2),
+                report.signed(report.delta(paper, c, "bleu"), 1)]
+      ours = {m: report.delta(figures, c, m) for m in report.METRICS}
+      cells += [report.signed(ours["ppl"], 2), report.signed(ours["bleu"], 2)]
+      cells += [report.verdict(ours[m], noise[m], c.expected[m], lower)
+                for m, lower in report.METRICS.items()]
+      out.append("| " + " | ".join(cells) + " |")
+  out += ["", "Rows are named as the miniature sets they stand for (the paper's row); the "
+          "comparisons (the paper's deltas too) use only the rows run here, so \"best of\" covers "
+          "fewer settings than the paper's Table 3.", "", report.KEPT_SECTION[1]]
+  return "\n".join(out)
+
+
+def write_section(page: str, text: str) -> None:
+  """Puts `text` in place of the page's real-shape section (table3_report.KEPT_SECTION)."""
+  report = table3_report()
+  with open(page, encoding="utf-8") as f:
+    current = f.read()
+  with open(page + ".incomplete", "w", encoding="utf-8") as f:
+    f.write(report.replace_section(current, text))
+  os.replace(page + ".incomplete", page)
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  p = commands.add_parser("prepare")
+  p.add_argument("--data_dir", required=True)
+  p.add_argument("--tmp_dir", default="", help="raw Multi30k (default: --data_dir)")
+  p.add_argument("--out", required=True)
+  p.add_argument("--steps", type=int, default=3000)
+  r = commands.add_parser("run")
+  r.add_argument("--prep", required=True)
+  r.add_argument("--out", required=True)
+  r.add_argument("--steps", type=int, default=3000)
+  r.add_argument("--budget_seconds", type=float, default=500)
+  r.add_argument("--rows", default=",".join(name for name, _, _, _ in RUNS),
+                 help="run names to train, comma-separated (default: all, in RUNS' order)")
+  r.add_argument("--dev_lines", type=int, default=0, help="smoke tests: the first N dev lines")
+  r.add_argument("--parallel", type=int, default=1, help="rows trained at once on the one device")
+  s = commands.add_parser("report")
+  s.add_argument("--prep", required=True)
+  s.add_argument("--results", required=True)
+  s.add_argument("--data_dir", required=True)
+  s.add_argument("--page", default="", help="also write the table into this page (docs/table3.md)")
+  args = parser.parse_args(argv)
+  {"prepare": prepare, "run": run, "report": report}[args.command](args)
+
+
+if __name__ == "__main__":
+  main()

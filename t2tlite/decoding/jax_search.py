@@ -1,0 +1,246 @@
+"""Beam search under JAX: decoding where TensorFlow is not installed (the GPU machines).
+
+search.py's beam search is a `tf.while_loop`; a machine with JAX and no
+TensorFlow (where the JAX trainer runs, t2tlite/training/jax_step.py) could
+train a model but not decode it, and the weights of a base-size model do not
+fit through what such a machine can hand back. This is the same search in
+`jax.numpy`, one `jax.lax.while_loop` per horizon, compiled whole by `jax.jit`:
+the same hypotheses, scores, length penalty, forced EOS and exact early
+stopping as search.beam_search (read its docstring for the rules; this one
+keeps its names), so dev BLEU measured here and there is the same measure.
+tests/test_jax_search.py checks the two return the same beams on one model.
+
+Not here: token constraints (parsing's constrained search) and sampling; greedy
+decoding is beam_size=1 of this search (same output as search.greedy_search
+for one beam: the best token that is not past the length cap).
+
+`decode_nbest(model, sources, hparams)` is the Decoder's `decode_nbest` for a
+Keras model on the JAX backend: the Decoder's batches (decode_hparams.
+length_batches), the model's cached incremental step, the weights passed to
+the compiled search as arguments (keras.StatelessScope), not baked in as
+constants.
+"""
+
+import time
+import typing
+from typing import List, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from t2tlite.constants import EOS_ID, NEG_INF, PAD_ID, until_eos
+from t2tlite.decoding.batching import doubling_horizons, length_batches, padded_width
+from t2tlite.decoding.decode_hparams import DecodeHParams
+
+_SORT_MIN = float("-inf")
+# One loop for translation's input + 50 (the Decoder's 64 makes two): on an accelerator a step over
+# 128 positions costs about what one over 64 does, and one loop compiles in half the time.
+FIRST_HORIZON = 128
+
+
+class SearchResult(typing.NamedTuple):
+  """As search.SearchResult: ids [batch, beam, decode_length + 1], scores, lengths, steps."""
+  ids: jax.Array
+  scores: jax.Array
+  lengths: jax.Array
+  steps: jax.Array
+
+
+class _BeamState(typing.NamedTuple):
+  """search._BeamState without the constraint: the loop's variables, same meaning."""
+  step: jax.Array
+  alive_seq: jax.Array
+  alive_log_probs: jax.Array
+  alive_valid: jax.Array
+  model_state: typing.Any
+  finished_seq: jax.Array
+  finished_scores: jax.Array
+  finished_lengths: jax.Array
+  finished_valid: jax.Array
+  done: jax.Array
+
+
+def length_penalty(length, alpha):
+  """GNMT length penalty ((5 + length) / 6) ** alpha, float32."""
+  return jnp.power((5.0 + jnp.asarray(length, jnp.float32)) / 6.0, jnp.float32(alpha))
+
+
+def tile_to_beams(nested, beam_size):
+  """[batch, ...] -> [batch * beam, ...], copies of a sentence adjacent (search.tile_to_beams)."""
+  return jax.tree_util.tree_map(lambda t: jnp.repeat(t, beam_size, axis=0), nested)
+
+
+def gather_rows(state, rows):
+  """Every array [n, ...] of `state` gathered at rows [n] (search.gather_rows)."""
+  return jax.tree_util.tree_map(lambda t: jnp.take(t, rows, axis=0), state)
+
+
+def _gather_beams(nested, indices):
+  """[batch, n, ...] gathered at indices [batch, k] -> [batch, k, ...]."""
+  def gather(t):
+    index = indices.reshape(indices.shape + (1,) * (t.ndim - 2))
+    return jnp.take_along_axis(t, index, axis=1)
+  return jax.tree_util.tree_map(gather, nested)
+
+
+def _top_k_indices(scores, valid, k):
+  """Indices [batch, k] of the k best valid entries, best first; ties to the lower index."""
+  return jax.lax.top_k(jnp.where(valid, scores, _SORT_MIN), k)[1]
+
+
+def _write_position(sequences, position, tokens):
+  at_position = jnp.arange(sequences.shape[-1]) == position
+  return jnp.where(at_position, tokens[..., None], sequences)
+
+
+def _is_done(s, max_lengths, alpha):
+  """search._is_done: no better finished hypothesis can appear."""
+  best_penalty = jnp.maximum(length_penalty(s.step + 2, alpha),
+                             length_penalty(max_lengths + 1, alpha))
+  reachable = s.alive_log_probs / best_penalty[:, None]
+  best_reachable = jnp.max(jnp.where(s.alive_valid, reachable, _SORT_MIN), axis=1)
+  worst_finished = jnp.min(s.finished_scores, axis=1)
+  full = jnp.all(s.finished_valid, axis=1)
+  none_alive = ~jnp.any(s.alive_valid, axis=1)
+  return s.done | none_alive | (full & (worst_finished > best_reachable))
+
+
+def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int, alpha,
+                max_lengths, decode_length: int, eos_id: int = EOS_ID,
+                reorder_state=gather_rows, horizons: Optional[Sequence[int]] = None
+                ) -> SearchResult:
+  """search.beam_search in jax.numpy (same arguments, no constraint); traceable by jax.jit."""
+  max_lengths = jnp.clip(jnp.asarray(max_lengths, jnp.int32), 0, decode_length)
+  batch, width = initial_ids.shape[0], decode_length + 2
+  start = jnp.repeat(jnp.asarray(initial_ids, jnp.int32)[:, None], beam_size, axis=1)
+  alive_valid = jnp.tile((jnp.arange(beam_size) == 0)[None], (batch, 1))
+  initial = _BeamState(
+      step=jnp.int32(0),
+      alive_seq=_write_position(jnp.zeros((batch, beam_size, width), jnp.int32), 0, start),
+      alive_log_probs=jnp.where(alive_valid, 0.0, NEG_INF).astype(jnp.float32),
+      alive_valid=alive_valid,
+      model_state=tile_to_beams(initial_state, beam_size),
+      finished_seq=jnp.zeros((batch, beam_size, width), jnp.int32),
+      finished_scores=jnp.full((batch, beam_size), NEG_INF, jnp.float32),
+      finished_lengths=jnp.zeros((batch, beam_size), jnp.int32),
+      finished_valid=jnp.zeros((batch, beam_size), bool),
+      done=jnp.zeros((batch,), bool))
+  batch_offsets = (jnp.arange(batch) * beam_size)[:, None]
+
+  def body(s, horizon):
+    ids = s.alive_seq[:, :, s.step].reshape(-1)
+    if horizon is None:
+      logits, new_model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
+    else:
+      logits, new_model_state = symbols_to_logits_fn(ids, s.step, s.model_state,
+                                                     horizon=horizon)
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    vocab = log_probs.shape[-1]
+    log_probs = log_probs.reshape(batch, beam_size, vocab)
+    is_eos = (jnp.arange(vocab) == eos_id)[None, None]
+    forced = (s.step >= max_lengths)[:, None, None]
+    valid = s.alive_valid[:, :, None] & ~s.done[:, None, None] & (is_eos | ~forced)
+    extended = jnp.where(valid, s.alive_log_probs[:, :, None] + log_probs, NEG_INF)
+    flat_log_probs, flat_valid = extended.reshape(batch, -1), valid.reshape(batch, -1)
+
+    top = _top_k_indices(flat_log_probs, flat_valid, 2 * beam_size)
+    top_log_probs, top_valid = _gather_beams((flat_log_probs, flat_valid), top)
+    top_parent, top_token = top // vocab, top % vocab
+    top_seq = _write_position(_gather_beams(s.alive_seq, top_parent), s.step + 1, top_token)
+    top_eos = top_token == eos_id
+
+    alive_valid_top = top_valid & ~top_eos
+    keep = _top_k_indices(top_log_probs, alive_valid_top, beam_size)
+    alive_seq, alive_log_probs, alive_valid, alive_parent = _gather_beams(
+        (top_seq, top_log_probs, alive_valid_top, top_parent), keep)
+    model_state = reorder_state(new_model_state, (alive_parent + batch_offsets).reshape(-1))
+
+    new_length = s.step + 1
+    new_scores = top_log_probs / length_penalty(new_length, alpha)
+    seq = jnp.concatenate([s.finished_seq, top_seq], axis=1)
+    scores = jnp.concatenate([s.finished_scores, new_scores], axis=1)
+    lengths = jnp.concatenate([s.finished_lengths, jnp.zeros_like(top) + new_length], axis=1)
+    valid = jnp.concatenate([s.finished_valid, top_valid & top_eos], axis=1)
+    best = _top_k_indices(scores, valid, beam_size)
+    finished_seq, finished_scores, finished_lengths, finished_valid = _gather_beams(
+        (seq, scores, lengths, valid), best)
+    s = _BeamState(
+        step=new_length, alive_seq=alive_seq,
+        alive_log_probs=jnp.where(alive_valid, alive_log_probs, NEG_INF),
+        alive_valid=alive_valid, model_state=model_state, finished_seq=finished_seq,
+        finished_scores=jnp.where(finished_valid, finished_scores, NEG_INF),
+        finished_lengths=finished_lengths, finished_valid=finished_valid, done=s.done)
+    return s._replace(done=_is_done(s, max_lengths, alpha))
+
+  s = initial
+  for horizon in horizons or [None]:
+    limit = decode_length + 1 if horizon is None else min(horizon, decode_length + 1)
+    s = jax.lax.while_loop(
+        lambda s, limit=limit: (s.step < limit) & ~jnp.all(s.done),
+        lambda s, horizon=horizon: body(s, horizon), s)
+  valid = s.finished_valid
+  return SearchResult(ids=jnp.where(valid[:, :, None], s.finished_seq[:, :, 1:], 0),
+                      scores=jnp.where(valid, s.finished_scores, NEG_INF),
+                      lengths=jnp.where(valid, s.finished_lengths, 0), steps=s.step)
+
+
+class JaxDecoder:
+  """Decoder.decode_nbest for a Keras Transformer on the JAX backend (beam search only)."""
+
+  def __init__(self, model, hparams: DecodeHParams = DecodeHParams()):
+    if hparams.constrain_trees or hparams.sampling_method != "argmax" or not hparams.use_cache:
+      raise ValueError("the JAX search has no tree constraint, sampling or uncached step: "
+                       "decode with t2t-decoder where TensorFlow is installed")
+    self.model, self.hparams = model, hparams
+    self._search = jax.jit(self._search_batch, static_argnums=(0,))
+    self.shapes_seen = set()
+    self.first_shape_seconds = 0.0  # Batches that met a new shape: trace + compile + search.
+
+  def _search_batch(self, decode_length, values, inputs, source_lengths):
+    import keras
+    model, hp = self.model, self.hparams
+    with keras.StatelessScope(state_mapping=list(zip(model.variables, values))):
+      memory, memory_mask = model.encode(inputs)
+      state, context = model.initial_decode_state(memory, memory_mask, decode_length + 1)
+      step_fn = lambda ids, step, st, horizon=None: model.decode_step(  # noqa: E731
+          ids, step, st, context, horizon)
+      return beam_search(step_fn, jnp.full(source_lengths.shape, PAD_ID, jnp.int32), state,
+                         hp.beam_size, hp.alpha, source_lengths + hp.extra_length,
+                         decode_length, EOS_ID, reorder_state=model.reorder_decode_state,
+                         horizons=doubling_horizons(decode_length + 1, FIRST_HORIZON))
+
+  def decode_nbest(self, sources: Sequence[Sequence[int]]
+                   ) -> List[List[Tuple[List[int], float]]]:
+    """Source ids (without EOS) -> per source, the best `beams_written` (ids, score)."""
+    hp = self.hparams
+    limit = (hp.max_input_length or self.model.hparams.max_length)
+    limit = max(limit - 1, 1) if limit else 0
+    sources = [list(s)[:limit] if limit else list(s) for s in sources]
+    outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
+    values = [v.value for v in self.model.variables]
+    for chosen in length_batches([len(s) for s in sources], hp):
+      width = padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
+      rows = max(len(chosen), hp.rows_for_width(width)) if hp.pad_batch_rows else len(chosen)
+      batch = np.full([rows, width], PAD_ID, np.int32)
+      batch[len(chosen):, 0] = EOS_ID  # Empty rows: done after one step (as the Decoder's).
+      lengths = np.zeros([rows], np.int32)
+      for row, i in enumerate(chosen):
+        batch[row, :len(sources[i])] = sources[i]
+        batch[row, len(sources[i])] = EOS_ID
+        lengths[row] = len(sources[i])
+      start = time.perf_counter()
+      result = self._search(width + hp.extra_length, values, jnp.asarray(batch),
+                            jnp.asarray(lengths))
+      ids, scores = np.asarray(result.ids), np.asarray(result.scores)
+      if batch.shape not in self.shapes_seen:
+        self.shapes_seen.add(batch.shape)
+        self.first_shape_seconds += time.perf_counter() - start
+      for row, i in enumerate(chosen):
+        outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
+                      for k in range(min(hp.beams_written, ids.shape[1]))]
+    return outputs
+
+  def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
+    """Source ids (without EOS) -> best target ids (without EOS), in input order."""
+    return [beams[0][0] if beams else [] for beams in self.decode_nbest(sources)]

@@ -1,0 +1,90 @@
+"""The JAX beam search returns the TensorFlow search's beams.
+
+Two checks against search.py's beam search (itself checked against brute force
+in tests/test_search.py): on toy language models written twice (tf and
+jax.numpy over one table of logits), over beam sizes, length penalties, length
+caps and horizons; and on the tiny Transformer with one set of weights, each
+backend in its own process (t2tlite's Decoder under TensorFlow, JaxDecoder under
+JAX, which must not import TensorFlow).
+"""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from tests.test_backends import WORKER, _python  # noqa: F401 - the worker runs via _python
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                                reason='jax is not installed (pip install -e ".[jax]")')
+
+VOCAB, STATES = 7, 5
+
+
+def _table(seed):
+  """Logits [STATES, last token, VOCAB]: the next token depends on the last one and a state."""
+  rng = np.random.RandomState(seed)
+  table = rng.normal(0.0, 2.0, size=(STATES, VOCAB, VOCAB)).astype(np.float32)
+  table[:, :, 0] = -30.0  # PAD is never a good next token (as in a trained model).
+  return table
+
+
+def _both_searches(table, beam, alpha, max_lengths, decode_length, horizons):
+  import jax.numpy as jnp
+  import tensorflow as tf
+
+  from t2tlite.decoding import jax_search, search
+
+  batch = len(max_lengths)
+  initial_state = {"state": np.arange(batch, dtype=np.int32) % STATES}
+
+  def tf_step(ids, step, st, horizon=None):
+    # The state advances by the token chosen: (state + token) % STATES.
+    logits = tf.gather_nd(table, tf.stack([st["state"], ids], axis=1))
+    return logits, {"state": (st["state"] + ids + step) % STATES}
+
+  def jax_step(ids, step, st, horizon=None):
+    logits = jnp.asarray(table)[st["state"], ids]
+    return logits, {"state": (st["state"] + ids + step) % STATES}
+
+  start = np.zeros([batch], np.int32)
+  lengths = np.asarray(max_lengths, np.int32)
+  tf_result = search.beam_search(tf_step, tf.constant(start), initial_state, beam, alpha,
+                                 tf.constant(lengths), decode_length, horizons=horizons)
+  jax_result = jax_search.beam_search(jax_step, jnp.asarray(start), initial_state, beam, alpha,
+                                      jnp.asarray(lengths), decode_length, horizons=horizons)
+  return tf_result, jax_result
+
+
+@pytest.mark.parametrize("seed,beam,alpha,max_lengths,horizons", [
+    (0, 4, 0.6, [6, 3, 9, 0], None),
+    (1, 1, 0.0, [5, 5, 5], None),
+    (2, 3, 1.2, [8, 2, 7, 7, 1], [2, 4, 8, 10]),
+    (3, 6, 0.6, [9, 9], [4, 10]),
+])
+def test_jax_beam_search_returns_the_tensorflow_beams(seed, beam, alpha, max_lengths, horizons):
+  decode_length = 9
+  tf_result, jax_result = _both_searches(_table(seed), beam, alpha, max_lengths, decode_length,
+                                         horizons)
+  np.testing.assert_array_equal(np.asarray(jax_result.ids), tf_result.ids.numpy())
+  np.testing.assert_array_equal(np.asarray(jax_result.lengths), tf_result.lengths.numpy())
+  np.testing.assert_allclose(np.asarray(jax_result.scores), tf_result.scores.numpy(),
+                             rtol=1e-5, atol=1e-5)
+  assert int(jax_result.steps) == int(tf_result.steps)  # Same early stop.
+  # The toy models end hypotheses at different points: the length caps are exercised.
+  lengths = tf_result.lengths.numpy()
+  assert len(set(lengths[lengths > 0].tolist())) > 1
+
+
+def test_jax_decoder_decodes_the_tiny_transformer_as_tensorflows_decoder(tmp_path):
+  weights = str(tmp_path / "weights.npz")
+  out = {}
+  for backend in ("tensorflow", "jax"):  # TensorFlow writes the weights, JAX loads them.
+    path = str(tmp_path / f"{backend}.npz")
+    printed = _python(backend, weights, path, "--decode")
+    if backend == "jax":
+      assert "tensorflow_loaded=False" in printed
+    out[backend] = dict(np.load(path))
+  np.testing.assert_array_equal(out["jax"]["ids"], out["tensorflow"]["ids"])
+  np.testing.assert_allclose(out["jax"]["scores"], out["tensorflow"]["scores"], atol=1e-4)
+  assert (out["tensorflow"]["ids"][:, 0] > 0).any()  # Real hypotheses, not empty slots.
