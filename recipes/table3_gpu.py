@@ -102,11 +102,13 @@ def run(args) -> None:
     return
   start = time.time()
   base_seconds = None
-  for name, hparams_set, seed, cost in RUNS:
+  hparams = row_hparams(args)
+  for row, hparams_set, seed, cost in RUNS:
+    if row not in args.rows.split(","):
+      continue
+    name = row + args.suffix
     out = os.path.join(args.out, name)
     result_path = os.path.join(out, "result.json")
-    if name not in args.rows.split(","):
-      continue
     if os.path.exists(result_path):
       if name.startswith("base") and base_seconds is None:
         with open(result_path) as f:
@@ -124,7 +126,7 @@ def run(args) -> None:
     with open(os.path.join(out, "train.log"), "w") as train_log:
       status = subprocess.run(
           ["t2t-trainer", "--backend=jax", f"--numpy_batches={args.prep}/batches",
-           f"--hparams_set={hparams_set}", f"--hparams={ROW_HPARAMS}",
+           f"--hparams_set={hparams_set}", f"--hparams={hparams}",
            f"--output_dir={train_dir}", f"--train_steps={args.steps}",
            f"--train_seconds={int(max(left - EVAL_RESERVE_SECONDS, 30))}", "--eval_every=0",
            "--eval_steps=1",
@@ -136,8 +138,8 @@ def run(args) -> None:
       log(f"{name}: t2t-trainer exited {status} (see {out}/train.log)")
       continue
     result = evaluate(train_dir, args.prep, out, args.dev_lines)
-    result.update(name=name, hparams_set=hparams_set, seed=seed, seconds=time.time() - began,
-                  train_wall_seconds=train_seconds, row_hparams=ROW_HPARAMS,
+    result.update(name=name, row=row, hparams_set=hparams_set, seed=seed, seconds=time.time() - began,
+                  train_wall_seconds=train_seconds, row_hparams=hparams,
                   target_steps=args.steps, stopped_by_time_bound=result["steps"] < args.steps)
     with open(result_path + ".incomplete", "w") as f:
       json.dump(result, f, indent=1)
@@ -148,6 +150,14 @@ def run(args) -> None:
         f"{result['seconds']:.0f} s (train {train_seconds:.0f}, decode {result['decode_seconds']:.0f})")
 
 
+def row_hparams(args) -> str:
+  """ROW_HPARAMS, then --extra_hparams (a variation of every row, run under --suffix)."""
+  if args.extra_hparams and not args.suffix:
+    raise SystemExit("table3_gpu.py: --extra_hparams needs a --suffix for its run names, so "
+                     "that its runs never mix with the rows' own")
+  return ROW_HPARAMS + ("," + args.extra_hparams if args.extra_hparams else "")
+
+
 def run_in_parallel(args) -> None:
   """Each unfinished row in its own process, --parallel at a time, sharing the one GPU.
 
@@ -155,18 +165,21 @@ def run_in_parallel(args) -> None:
   dispatch), and its compilations (train, dev, search) run on one CPU core: rows
   side by side fill both. Their wall times then measure the group, not a row.
   """
-  pending = [name for name, _, _, _ in RUNS if name in args.rows.split(",")
-             and not os.path.exists(os.path.join(args.out, name, "result.json"))]
+  row_hparams(args)  # Checked before anything starts.
+  pending = [row for row, _, _, _ in RUNS if row in args.rows.split(",")
+             and not os.path.exists(os.path.join(args.out, row + args.suffix, "result.json"))]
   env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # Memory on demand, shared.
   start, running = time.time(), []
   while pending or running:
     while pending and len(running) < args.parallel:
-      name = pending.pop(0)
+      row = pending.pop(0)
+      name = row + args.suffix
       os.makedirs(os.path.join(args.out, name), exist_ok=True)
       left = args.budget_seconds - (time.time() - start)
       command = [sys.executable, os.path.abspath(__file__), "run", f"--prep={args.prep}",
                  f"--out={args.out}", f"--steps={args.steps}", f"--budget_seconds={left:.0f}",
-                 f"--rows={name}", f"--dev_lines={args.dev_lines}", "--parallel=1"]
+                 f"--rows={row}", f"--dev_lines={args.dev_lines}", "--parallel=1",
+                 f"--extra_hparams={args.extra_hparams}", f"--suffix={args.suffix}"]
       with open(os.path.join(args.out, name, "run.log"), "w") as run_log:
         running.append((name, subprocess.Popen(command, stdout=run_log,
                                                stderr=subprocess.STDOUT, env=env)))
@@ -243,12 +256,19 @@ def report(args) -> None:
   with open(reference) as f:
     references = f.readlines()
   rows = []
-  for name, _, _, _ in RUNS:
+  order = {row: i for i, (row, _, _, _) in enumerate(RUNS)}
+  results = []
+  for name in sorted(os.listdir(args.results)):
+    path = os.path.join(args.results, name, "result.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        results.append(json.load(f))
+  # The rows' own settings first, in RUNS' order; variations (--extra_hparams) after.
+  results.sort(key=lambda r: (r["row_hparams"] != ROW_HPARAMS, r["row_hparams"],
+                              order.get(r.get("row", r["name"]), len(order))))
+  for result in results:
+    name = result["name"]
     out = os.path.join(args.results, name)
-    if not os.path.exists(os.path.join(out, "result.json")):
-      continue
-    with open(os.path.join(out, "result.json")) as f:
-      result = json.load(f)
     hypotheses = _unragged(dict(np.load(os.path.join(out, "dev_hypotheses.npz"))), "ids")
     decodes = os.path.join(out, "dev.de")
     with open(decodes, "w") as f:
@@ -396,6 +416,9 @@ def main(argv=None) -> None:
                  help="run names to train, comma-separated (default: all, in RUNS' order)")
   r.add_argument("--dev_lines", type=int, default=0, help="smoke tests: the first N dev lines")
   r.add_argument("--parallel", type=int, default=1, help="rows trained at once on the one device")
+  r.add_argument("--extra_hparams", default="", help="a variation of every row: more --hparams "
+                 "after ROW_HPARAMS (e.g. learning_rate_warmup_steps=4000); needs --suffix")
+  r.add_argument("--suffix", default="", help="appended to the run names (e.g. .w4000)")
   s = commands.add_parser("report")
   s.add_argument("--prep", required=True)
   s.add_argument("--results", required=True)
