@@ -291,7 +291,9 @@ def report(args) -> None:
   with open(os.path.join(args.results, "table3_gpu.json"), "w") as f:
     json.dump(rows, f, indent=1)
   if args.page:
-    write_section(args.page, section(rows))
+    notes = table3_report().read_notes(os.path.join(os.path.dirname(args.page) or ".",
+                                                    "table3_notes.md"))
+    write_section(args.page, section(rows, notes))
     log(f"wrote the real-shape section of {args.page}")
 
 
@@ -307,11 +309,17 @@ def table3_report():
   return report
 
 
-def section(rows) -> str:
-  """The page's second table: Table 3's layout, the paper's figures beside, the claims judged."""
+def section(all_rows, notes=None) -> str:
+  """The page's second table: Table 3's layout, the paper's figures beside, the claims judged.
+
+  Runs with other settings (--extra_hparams) follow in a table of their own, each beside the
+  base run of the same settings. `notes`: "real_shapes.<claim id or 'variations'>" -> why.
+  """
   import statistics
   from t2tlite.hparams.table3 import TABLE3
   report = table3_report()
+  notes = notes or {}
+  rows = [r for r in all_rows if r["row_hparams"] == ROW_HPARAMS]
   by_paper = {r.paper_set: r for r in TABLE3}
   runs = {}
   for r in rows:
@@ -330,9 +338,16 @@ def section(rows) -> str:
           f"vocabulary and dev measures as the table above, trained on {', '.join(devices)} "
           f"under JAX for {'/'.join(map(str, steps))} steps of 4096-token batches each "
           f"(`{ROW_HPARAMS}`; recipes/table3_gpu.py says why each departs from the paper), "
-          "rows side by side on the one device. Dev decoded there with the same beam search "
+          "the runs side by side on the one device (all at once, so a row's wall time is "
+          "its share of that). Dev decoded there with the same beam search "
           f"({DECODE_HPARAMS}) under JAX; BLEU scored here as above. The base row is the mean "
-          "± sample standard deviation over its seeds.", ""]
+          "± sample standard deviation over its seeds.", "",
+          "```bash",
+          "python recipes/table3_gpu.py prepare --data_dir=DATA --tmp_dir=RAW --out=PREP   # here",
+          "python recipes/table3_gpu.py run --prep=PREP --out=RUNS --parallel=6          # on the GPU",
+          "python recipes/table3_gpu.py report --prep=PREP --results=RUNS --data_dir=DATA "
+          "--page=docs/table3.md",
+          "```", ""]
   layout = report.LAYOUT + ("paper PPL", "paper BLEU", "paper params x10^6", "row's wall time")
   out += ["| | " + " | ".join(layout) + " |", "|---" * (len(layout) + 1) + "|"]
   previous = None
@@ -367,6 +382,7 @@ def section(rows) -> str:
   out += ["| claim | row vs reference | paper ΔPPL | paper ΔBLEU | ours ΔPPL | ours ΔBLEU | "
           "PPL verdict | BLEU verdict |", "|---" * 8 + "|"]
   short = lambda mini_set: mini_set[len("transformer_table3_"):]  # noqa: E731
+  judged = []
   for claim in report.CLAIMS:
     for c in claim.comparisons:
       present = tuple(r for r in c.reference if r in runs)
@@ -383,10 +399,39 @@ def section(rows) -> str:
       cells += [report.verdict(ours[m], noise[m], c.expected[m], lower)
                 for m, lower in report.METRICS.items()]
       out.append("| " + " | ".join(cells) + " |")
+      judged.append(claim.id)
   out += ["", "Rows are named as the miniature sets they stand for (the paper's row); the "
           "comparisons (the paper's deltas too) use only the rows run here, so \"best of\" covers "
-          "fewer settings than the paper's Table 3.", "", report.KEPT_SECTION[1]]
+          "fewer settings than the paper's Table 3."]
+  why = [f"- **{claim}**: {notes['real_shapes.' + claim]}" for claim in dict.fromkeys(judged)
+         if "real_shapes." + claim in notes]
+  if why:
+    out += ["", "On the verdicts:", ""] + why
+  out += variations_table([r for r in all_rows if r["row_hparams"] != ROW_HPARAMS], notes)
+  out += ["", report.KEPT_SECTION[1]]
   return "\n".join(out)
+
+
+def variations_table(rows, notes) -> list:
+  """Markdown lines: runs with other settings, each with its delta to that setting's base run."""
+  if not rows:
+    return []
+  out = ["", "### Other settings", "",
+         "| run | settings beyond the rows' | steps | PPL (dev) | BLEU (dev) | params x10^6 | "
+         "ΔPPL vs base, same settings | ΔBLEU vs base, same settings |", "|---" * 8 + "|"]
+  base = {r["row_hparams"]: r for r in rows if r["hparams_set"] == "transformer_base"}
+  for r in rows:
+    extra = r["row_hparams"][len(ROW_HPARAMS) + 1:]
+    ref = base.get(r["row_hparams"])
+    deltas = ["", ""]
+    if ref is not None and ref is not r:
+      deltas = [f"{r['dev_ppl'] - ref['dev_ppl']:+.2f}", f"{r['bleu'] - ref['bleu']:+.2f}"]
+    out.append(f"| {r['name']} (`{r['hparams_set']}`) | `{extra}` | {r['steps']} | "
+               f"{r['dev_ppl']:.2f} | {r['bleu']:.1f} | {r['params'] / 1e6:.1f} | "
+               + " | ".join(deltas) + " |")
+  if "real_shapes.variations" in notes:
+    out += ["", notes["real_shapes.variations"]]
+  return out
 
 
 def write_section(page: str, text: str) -> None:

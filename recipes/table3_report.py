@@ -460,15 +460,22 @@ def computed_params(sets, vocab_size: int) -> Dict[str, int]:
       input_vocab_size=vocab_size, target_vocab_size=vocab_size)).count_params()) for s in sets}
 
 
+def note_ids() -> List[str]:
+  """The ids a notes line may start with: a claim's, or the real-shape section's (table3_gpu.py)."""
+  claims = [c.id for c in CLAIMS]
+  return claims + [f"real_shapes.{c}" for c in claims] + ["real_shapes.variations"]
+
+
 def read_notes(path: Optional[str]) -> Dict[str, str]:
   notes = {}
+  ids = note_ids()
   if path and os.path.exists(path):
     for number, line in enumerate(open(path, encoding="utf-8"), 1):
       if line.strip() and not line.startswith("#"):
         key, sep, text = line.partition(":")
-        if not sep or key.strip() not in {c.id for c in CLAIMS}:
-          raise ReportError(f"{path}:{number}: expected 'claim_id: text' with a claim id of "
-                            f"{', '.join(c.id for c in CLAIMS)}")
+        if not sep or key.strip() not in ids:
+          raise ReportError(f"{path}:{number}: expected 'id: text' with an id of "
+                            f"{', '.join(ids)}")
         notes[key.strip()] = text.strip()
   return notes
 

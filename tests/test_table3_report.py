@@ -166,7 +166,7 @@ def test_notes_explain_claims_by_id(tmp_path):
   notes.write_text("# why\ndropout: 1000 steps are too few to over-fit.\n")
   assert report.read_notes(str(notes)) == {"dropout": "1000 steps are too few to over-fit."}
   notes.write_text("dropuot: typo\n")
-  with pytest.raises(report.ReportError, match=r"notes.md:1: expected 'claim_id: text'"):
+  with pytest.raises(report.ReportError, match=r"notes.md:1: expected 'id: text'"):
     report.read_notes(str(notes))
 
 
@@ -242,8 +242,10 @@ def test_progress_reads_the_trainers_own_line(tmp_path):
 gpu = load_script("recipes/table3_gpu.py")
 
 
-def gpu_result(name, hparams_set, ppl, bleu, seed=1, d_model=512, h=8, params=48_000_000):
+def gpu_result(name, hparams_set, ppl, bleu, seed=1, d_model=512, h=8, params=48_000_000,
+               extra=""):
   return {"name": name, "hparams_set": hparams_set, "seed": seed, "steps": 3000,
+          "row_hparams": gpu.ROW_HPARAMS + ("," + extra if extra else ""),
           "target_steps": 3000, "stopped_by_time_bound": False, "dev_ppl": ppl, "bleu": bleu,
           "params": params, "seconds": 120.0, "device": "NVIDIA H100 80GB HBM3",
           "shape": {"N": 6, "d_model": d_model, "d_ff": 2048, "h": h, "d_k": d_model // h,
@@ -280,6 +282,25 @@ def test_real_shape_section_has_the_layout_the_spread_and_the_verdicts():
   assert claims["d1024 vs base"][4:8] == ["-0.50", "+0.50", "within seed noise",
                                           "within seed noise"]
   assert "no verdicts" not in text
+  assert "Other settings" not in text
+
+
+def test_runs_with_other_settings_get_their_own_table_against_their_own_base():
+  extra = "learning_rate_warmup_steps=4000"
+  rows = [gpu_result("base.seed1", "transformer_base", 7.0, 33.0),
+          gpu_result("base.seed1.w4000", "transformer_base", 6.5, 36.0, extra=extra),
+          gpu_result("d1024.w4000", "transformer_base_d1024", 7.0, 34.5, d_model=1024,
+                     extra=extra)]
+  text = gpu.section(rows, {"real_shapes.variations": "Why the warmup.",
+                            "real_shapes.heads_one": "Not shown: h1 did not run."})
+  _, body = _table(text)
+  assert len(body) == 1  # The main table holds the rows' own settings only.
+  variations = text.split("### Other settings")[1]
+  lines = [l for l in variations.splitlines() if l.startswith("| d1024.w4000")]
+  assert lines and "`learning_rate_warmup_steps=4000`" in lines[0]
+  assert lines[0].rstrip(" |").endswith("+0.50 | -1.50")  # Against base.seed1.w4000, not base.
+  assert "Why the warmup." in variations
+  assert "Not shown" not in text  # A note only for claims judged here.
 
 
 def test_regenerating_the_page_keeps_the_real_shape_section(tmp_path, monkeypatch):
