@@ -1,11 +1,19 @@
 r"""Table 3's rows at the paper's own shapes on Multi30k, trained on a GPU machine without TensorFlow.
 
-  # Here (TensorFlow): the data, the training batches as numpy, dev's source ids.
-  python recipes/table3_gpu.py prepare --data_dir=DATA --out=PREP --steps=3000
-  # On the GPU machine (JAX, no TensorFlow): train and evaluate each row, resumable.
-  python recipes/table3_gpu.py run --prep=PREP --out=RESULTS --budget_seconds=500
-  # Here again: the hypotheses to text, BLEU as the miniature sweep scores it, the table.
-  python recipes/table3_gpu.py report --prep=PREP --results=RESULTS --data_dir=DATA
+  # Here (TensorFlow): the data, the training batches as numpy, dev's ids.
+  python recipes/table3_gpu.py prepare --data_dir=DATA --tmp_dir=../shared/data/multi30k \
+      --out=PREP --steps=3000
+  # On the GPU machine (JAX, keras and this package installed, no TensorFlow): train and
+  # evaluate every run, six at once, resumable.
+  python recipes/table3_gpu.py run --prep=PREP --out=RESULTS --steps=3000 \
+      --budget_seconds=450 --parallel=6
+  # A variation of some rows, under its own run names:
+  python recipes/table3_gpu.py run --prep=PREP --out=RESULTS --steps=3000 \
+      --rows=base.seed1,d1024 --extra_hparams=learning_rate_warmup_steps=4000 \
+      --suffix=.w4000 --parallel=2 --budget_seconds=300
+  # Here again: hypotheses to text, BLEU as the miniature sweep scores it, the page's table.
+  python recipes/table3_gpu.py report --prep=PREP --results=RESULTS --data_dir=DATA \
+      --page=docs/table3.md
 
 The miniature sweep (table3_sweep.py) scales every row down to what two CPU
 cores train; this trains the base row, row A's h=1 and h=16 and row C's
@@ -23,9 +31,8 @@ in float32 on P100s); packed 128-token rows (t2t's packed problems: the same
 per-pair loss, one compiled shape); warmup 1000 as the miniature base, for a
 run of thousands of steps, not the paper's 4000 of 100K; batches of 4096 tokens
 per side (transformer_base's per-device batch_size; the paper's 8 GPUs held
-~25000). The weights (65-170M parameters) cannot leave the GPU machine, so
-dev is decoded there, with jax_search.JaxDecoder (the same search as
-t2t-decoder's), and only ids come back.
+~25000). Dev is decoded where the rows trained, with jax_search.JaxDecoder
+(t2t-decoder's search), so only ids travel back, not checkpoints of 0.5-2 GB.
 
 `run` is resumable: a row is finished when RESULTS/NAME/result.json exists; a
 rerun starts the others, and stops starting rows when the budget left is
@@ -64,6 +71,12 @@ def prepare(args) -> None:
   """Training batches as numpy (t2t-datagen --numpy_batches) and dev's ids, into --out."""
   from t2tlite import registry
   os.makedirs(args.out, exist_ok=True)
+  batches = os.path.join(args.out, "batches")
+  if not os.path.exists(os.path.join(batches, "batches.json")):  # Also generates DATA.
+    subprocess.run(["t2t-datagen", f"--problem={PROBLEM}", f"--data_dir={args.data_dir}",
+                    f"--tmp_dir={args.tmp_dir or args.data_dir}", f"--numpy_batches={batches}",
+                    "--hparams_set=transformer_base", f"--hparams={ROW_HPARAMS}",
+                    f"--numpy_steps={args.steps}"], check=True)
   problem = registry.problem(PROBLEM)
   sources, references = problem.eval_text("dev", args.data_dir)
   encoders = problem.encoders(args.data_dir)
@@ -71,13 +84,7 @@ def prepare(args) -> None:
            for s, t in zip(sources, references)]
   np.savez(os.path.join(args.out, "dev_ids.npz"), **_ragged("inputs", [p[0] for p in pairs]),
            **_ragged("targets", [p[1] for p in pairs]))
-  log(f"dev: {len(pairs)} pairs")
-  batches = os.path.join(args.out, "batches")
-  if not os.path.exists(os.path.join(batches, "batches.json")):
-    subprocess.run(["t2t-datagen", f"--problem={PROBLEM}", f"--data_dir={args.data_dir}",
-                    f"--tmp_dir={args.tmp_dir or args.data_dir}", f"--numpy_batches={batches}",
-                    "--hparams_set=transformer_base", f"--hparams={ROW_HPARAMS}",
-                    f"--numpy_steps={args.steps}"], check=True)
+  log(f"dev: {len(pairs)} pairs; training batches in {batches}")
 
 
 def _ragged(name, sequences):
@@ -195,6 +202,7 @@ def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
   """Dev PPL (all of val, teacher-forced) and the beam-4 decode of the last checkpoint."""
   import jax
   import keras
+  from t2tlite.constants import EOS_ID
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.jax_search import JaxDecoder
   from t2tlite.training import losses, run_dir
@@ -206,7 +214,7 @@ def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
     sources, targets = sources[:dev_lines], targets[:dev_lines]
 
   def with_eos(seqs):  # As the problem's examples: EOS-terminated, zero-padded to one width.
-    return [list(s) + [1] for s in seqs]
+    return [list(s) + [EOS_ID] for s in seqs]
 
   src, tgt = with_eos(sources), with_eos(targets)
   width = max(max(map(len, src)), max(map(len, tgt)))

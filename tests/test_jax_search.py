@@ -88,3 +88,13 @@ def test_jax_decoder_decodes_the_tiny_transformer_as_tensorflows_decoder(tmp_pat
   np.testing.assert_array_equal(out["jax"]["ids"], out["tensorflow"]["ids"])
   np.testing.assert_allclose(out["jax"]["scores"], out["tensorflow"]["scores"], atol=1e-4)
   assert (out["tensorflow"]["ids"][:, 0] > 0).any()  # Real hypotheses, not empty slots.
+
+
+@pytest.mark.parametrize("setting", ["constrain_trees=true", "beam_size=1,sampling_method=random",
+                                     "use_cache=false"])
+def test_jax_decoder_refuses_what_only_tensorflows_search_does(setting):
+  from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite.decoding.jax_search import JaxDecoder
+  from t2tlite.errors import UserError
+  with pytest.raises(UserError, match="--decode_hparams: the JAX search has no"):
+    JaxDecoder(None, DecodeHParams().override(setting))

@@ -1,24 +1,24 @@
-"""Beam search under JAX: decoding where TensorFlow is not installed (the GPU machines).
+"""Beam search under JAX: decoding where TensorFlow is not installed (GPU machines with JAX only).
 
 search.py's beam search is a `tf.while_loop`; a machine with JAX and no
 TensorFlow (where the JAX trainer runs, t2tlite/training/jax_step.py) could
-train a model but not decode it, and the weights of a base-size model do not
-fit through what such a machine can hand back. This is the same search in
+train a model but not decode it, and moving a base-size run's checkpoints to
+another machine to decode costs gigabytes. This is the same search in
 `jax.numpy`, one `jax.lax.while_loop` per horizon, compiled whole by `jax.jit`:
 the same hypotheses, scores, length penalty, forced EOS and exact early
 stopping as search.beam_search (read its docstring for the rules; this one
 keeps its names), so dev BLEU measured here and there is the same measure.
-tests/test_jax_search.py checks the two return the same beams on one model.
+tests/test_jax_search.py checks the two return the same beams, on toy models
+and on the Transformer with one set of weights.
 
-Not here: token constraints (parsing's constrained search) and sampling; greedy
-decoding is beam_size=1 of this search (same output as search.greedy_search
-for one beam: the best token that is not past the length cap).
+Not here: token constraints (parsing's constrained search) and sampling;
+beam_size=1 is a one-beam beam search.
 
-`decode_nbest(model, sources, hparams)` is the Decoder's `decode_nbest` for a
-Keras model on the JAX backend: the Decoder's batches (decode_hparams.
-length_batches), the model's cached incremental step, the weights passed to
-the compiled search as arguments (keras.StatelessScope), not baked in as
-constants.
+`JaxDecoder(model, hparams).decode_nbest(sources)` is the Decoder's
+`decode_nbest` for a Keras model on the JAX backend: the Decoder's batches
+(batching.length_batches), the model's cached incremental step, the weights
+passed to the compiled search as arguments (keras.StatelessScope), not baked
+in as constants.
 """
 
 import time
@@ -32,6 +32,7 @@ import numpy as np
 from t2tlite.constants import EOS_ID, NEG_INF, PAD_ID, until_eos
 from t2tlite.decoding.batching import doubling_horizons, length_batches, padded_width
 from t2tlite.decoding.decode_hparams import DecodeHParams
+from t2tlite.errors import UserError
 
 _SORT_MIN = float("-inf")
 # One loop for translation's input + 50 (the Decoder's 64 makes two): on an accelerator a step over
@@ -190,8 +191,8 @@ class JaxDecoder:
 
   def __init__(self, model, hparams: DecodeHParams = DecodeHParams()):
     if hparams.constrain_trees or hparams.sampling_method != "argmax" or not hparams.use_cache:
-      raise ValueError("the JAX search has no tree constraint, sampling or uncached step: "
-                       "decode with t2t-decoder where TensorFlow is installed")
+      raise UserError("--decode_hparams: the JAX search has no tree constraint, sampling or "
+                      "uncached step; decode with t2t-decoder where TensorFlow is installed")
     self.model, self.hparams = model, hparams
     self._search = jax.jit(self._search_batch, static_argnums=(0,))
     self.shapes_seen = set()
