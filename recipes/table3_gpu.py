@@ -48,6 +48,8 @@ import time
 
 import numpy as np
 
+from t2tlite import files
+
 PROBLEM = "multi30k_ende"
 DECODE_HPARAMS = "beam_size=4,alpha=0.6,extra_length=50"  # Section 6: beam 4, alpha 0.6, +50.
 # On a GPU all of dev is one batch, one compiled shape (the CPU defaults: 64 sentences / 4096 tokens).
@@ -148,9 +150,8 @@ def run(args) -> None:
     result.update(name=name, row=row, hparams_set=hparams_set, seed=seed, seconds=time.time() - began,
                   train_wall_seconds=train_seconds, row_hparams=hparams,
                   target_steps=args.steps, stopped_by_time_bound=result["steps"] < args.steps)
-    with open(result_path + ".incomplete", "w") as f:
+    with files.atomic_write(result_path) as f:  # Its presence marks the run finished.
       json.dump(result, f, indent=1)
-    os.replace(result_path + ".incomplete", result_path)
     if name.startswith("base"):
       base_seconds = base_seconds or result["seconds"]
     log(f"{name}: dev PPL {result['dev_ppl']:.3f}, {result['steps']} steps, "
@@ -324,6 +325,7 @@ def section(all_rows, notes=None) -> str:
   base run of the same settings. `notes`: "real_shapes.<claim id or 'variations'>" -> why.
   """
   import statistics
+  from t2tlite import registry
   from t2tlite.hparams.table3 import TABLE3
   report = table3_report()
   notes = notes or {}
@@ -336,7 +338,10 @@ def section(all_rows, notes=None) -> str:
   std = report.spread(runs.get(base_set, []))
   noise = {m: (None if v is None else report.NOISE_SEEDS * v) for m, v in std.items()}
   figures = {s: report.ours(r) for s, r in runs.items()}
-  base_shape = rows[0]["shape"] if rows else {}
+  # Cells equal to the base's are left blank, as in the paper: the base run's shape, or the
+  # registered base's where the base did not run.
+  base_shape = (runs[base_set][0]["shape"] if base_set in runs
+                else report.shape(registry.HPARAMS.get("transformer_base")()))
   out = [report.KEPT_SECTION[0], "",
          "## Real shapes on one GPU: base, (A) h=1 and h=16, (C) d_model=1024", ""]
   devices = sorted({r["device"] for r in rows})
@@ -365,7 +370,7 @@ def section(all_rows, notes=None) -> str:
     row_runs = runs[row.mini_set]
     mine = row_runs[0]["shape"]
     is_base = row.row == "base"
-    cells = [("" if not is_base and mine[c] == base_shape.get(c) else str(mine[c]))
+    cells = [("" if not is_base and mine[c] == base_shape[c] else str(mine[c]))
              for c in report.SHAPE_COLUMNS]
     label = "" if row.row == previous else (row.row if is_base else f"({row.row})")
     previous = row.row
@@ -447,9 +452,8 @@ def write_section(page: str, text: str) -> None:
   report = table3_report()
   with open(page, encoding="utf-8") as f:
     current = f.read()
-  with open(page + ".incomplete", "w", encoding="utf-8") as f:
+  with files.atomic_write(page) as f:
     f.write(report.replace_section(current, text))
-  os.replace(page + ".incomplete", page)
 
 
 def main(argv=None) -> None:

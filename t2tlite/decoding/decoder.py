@@ -17,12 +17,11 @@ import os
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
-import numpy as np
 import tensorflow as tf
 
 from t2tlite import xla_choice
-from t2tlite.constants import EOS_ID, PAD_ID, until_eos
-from t2tlite.decoding import sampling, search
+from t2tlite.constants import EOS_ID, PAD_ID
+from t2tlite.decoding import batching, sampling, search
 from t2tlite.decoding.batching import doubling_horizons, length_batches, padded_width
 from t2tlite.decoding.decode_hparams import DecodeHParams
 
@@ -105,8 +104,7 @@ class Decoder:
   @property
   def max_input_length(self) -> int:
     """Longest source, in tokens without EOS; 0 means no limit."""
-    limit = self.hparams.max_input_length or self.model.hparams.max_length
-    return max(limit - 1, 1) if limit else 0
+    return batching.max_input_length(self.hparams, self.model.hparams)
 
   def batches(self, lengths: Sequence[int]) -> List[List[int]]:
     """Indices of non-empty sources, sorted by length, cut under the token budget."""
@@ -123,11 +121,7 @@ class Decoder:
     (empty ones count as done from the start), e.g. `t2tlite.progress.Progress.update`.
     """
     hp = self.hparams
-    limit = self.max_input_length
-    sources = [list(s) for s in sources]
-    self.truncated = sum(1 for s in sources if limit and len(s) > limit)
-    if limit:
-      sources = [s[:limit] for s in sources]
+    sources, self.truncated = batching.cut_sources(sources, self.max_input_length)
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
     done = sum(1 for s in sources if not s)
     planned = self._plan(sources)
@@ -153,9 +147,9 @@ class Decoder:
         if new_shape:
           self.first_shape_seconds += seconds
         self.last_steps[index] = steps
-        for row, i in enumerate(chosen):
-          outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
-                        for k in range(min(hp.beams_written, ids.shape[1]))]
+        for i, beams in zip(chosen, batching.nbest_rows(ids, scores, len(chosen),
+                                                        hp.beams_written)):
+          outputs[i] = beams
         done += len(chosen)
         if progress is not None:
           progress(done)
@@ -163,37 +157,9 @@ class Decoder:
       pool.shutdown(wait=True, cancel_futures=True)
     return outputs
 
-  def _plan(self, sources: List[List[int]]) -> List[Tuple[List[int], np.ndarray, np.ndarray, bool]]:
-    """Per batch: (source indices, padded ids [rows, width], lengths [rows], new shape?).
-
-    Shapes are settled before any search runs, in batch order, so that concurrent
-    searches pad exactly as one after the other would.
-    """
-    hp = self.hparams
-    batches = self.batches([len(s) for s in sources])
-    planned = []
-    for index, chosen in enumerate(batches):
-      width = padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
-      # Extra rows hold an empty source (EOS only, max length 0): done after one step, yet
-      # computed at every step. They pay only by reusing a compiled shape: one compiled
-      # already, or one a later batch of this call may reuse. A call's last batch pads onto a
-      # compiled shape only (parsing: 17 sentences in 64 x 21 rows cost as much as 64).
-      rows = len(chosen)
-      padded_rows = max(len(chosen), hp.rows_for_width(width))
-      if hp.pad_batch_rows and (index < len(batches) - 1
-                                or (padded_rows, width) in self.shapes_seen):
-        rows = padded_rows
-      batch = np.full([rows, width], PAD_ID, np.int32)
-      batch[len(chosen):, 0] = EOS_ID
-      lengths = np.zeros([rows], np.int32)
-      for row, i in enumerate(chosen):
-        batch[row, :len(sources[i])] = sources[i]
-        batch[row, len(sources[i])] = EOS_ID
-        lengths[row] = len(sources[i])
-      new_shape = batch.shape not in self.shapes_seen
-      self.shapes_seen.add(batch.shape)
-      planned.append((chosen, batch, lengths, new_shape))
-    return planned
+  def _plan(self, sources: List[List[int]]) -> List[batching.PlannedBatch]:
+    """Per batch: (source indices, padded ids [rows, width], lengths [rows], new shape?)."""
+    return batching.plan(sources, self.hparams, self.shapes_seen)
 
   def concurrent_batches(self) -> int:
     """Batches searched at once: hparams.concurrent_batches, or 0 -> one per usable CPU core.

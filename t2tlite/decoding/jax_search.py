@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from t2tlite.constants import EOS_ID, NEG_INF, PAD_ID, until_eos
-from t2tlite.decoding.batching import doubling_horizons, length_batches, padded_width
+from t2tlite.constants import EOS_ID, NEG_INF, PAD_ID
+from t2tlite.decoding import batching
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.errors import UserError
 
@@ -196,6 +196,7 @@ class JaxDecoder:
     self.model, self.hparams = model, hparams
     self._search = jax.jit(self._search_batch, static_argnums=(0,))
     self.shapes_seen = set()
+    self.truncated = 0  # Sources cut to the input limit by the last decode call.
     self.first_shape_seconds = 0.0  # Batches that met a new shape: trace + compile + search.
 
   def _search_batch(self, decode_length, values, inputs, source_lengths):
@@ -209,37 +210,30 @@ class JaxDecoder:
       return beam_search(step_fn, jnp.full(source_lengths.shape, PAD_ID, jnp.int32), state,
                          hp.beam_size, hp.alpha, source_lengths + hp.extra_length,
                          decode_length, EOS_ID, reorder_state=model.reorder_decode_state,
-                         horizons=doubling_horizons(decode_length + 1, FIRST_HORIZON))
+                         horizons=batching.doubling_horizons(decode_length + 1, FIRST_HORIZON))
 
   def decode_nbest(self, sources: Sequence[Sequence[int]]
                    ) -> List[List[Tuple[List[int], float]]]:
-    """Source ids (without EOS) -> per source, the best `beams_written` (ids, score)."""
+    """Source ids (without EOS) -> per source, the best `beams_written` (ids, score), best first.
+
+    As Decoder.decode_nbest: the same batches, sources cut to the input limit (counted in
+    `self.truncated`), empty sources give [], outputs in input order.
+    """
     hp = self.hparams
-    limit = (hp.max_input_length or self.model.hparams.max_length)
-    limit = max(limit - 1, 1) if limit else 0
-    sources = [list(s)[:limit] if limit else list(s) for s in sources]
+    sources, self.truncated = batching.cut_sources(
+        sources, batching.max_input_length(hp, self.model.hparams))
     outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
     values = [v.value for v in self.model.variables]
-    for chosen in length_batches([len(s) for s in sources], hp):
-      width = padded_width(max(len(sources[i]) for i in chosen) + 1, hp.length_multiple)
-      rows = max(len(chosen), hp.rows_for_width(width)) if hp.pad_batch_rows else len(chosen)
-      batch = np.full([rows, width], PAD_ID, np.int32)
-      batch[len(chosen):, 0] = EOS_ID  # Empty rows: done after one step (as the Decoder's).
-      lengths = np.zeros([rows], np.int32)
-      for row, i in enumerate(chosen):
-        batch[row, :len(sources[i])] = sources[i]
-        batch[row, len(sources[i])] = EOS_ID
-        lengths[row] = len(sources[i])
+    for chosen, batch, lengths, new_shape in batching.plan(sources, hp, self.shapes_seen):
       start = time.perf_counter()
-      result = self._search(width + hp.extra_length, values, jnp.asarray(batch),
+      result = self._search(batch.shape[1] + hp.extra_length, values, jnp.asarray(batch),
                             jnp.asarray(lengths))
       ids, scores = np.asarray(result.ids), np.asarray(result.scores)
-      if batch.shape not in self.shapes_seen:
-        self.shapes_seen.add(batch.shape)
+      if new_shape:
         self.first_shape_seconds += time.perf_counter() - start
-      for row, i in enumerate(chosen):
-        outputs[i] = [(until_eos(ids[row, k]), float(scores[row, k]))
-                      for k in range(min(hp.beams_written, ids.shape[1]))]
+      for i, beams in zip(chosen, batching.nbest_rows(ids, scores, len(chosen),
+                                                      hp.beams_written)):
+        outputs[i] = beams
     return outputs
 
   def decode_ids(self, sources: Sequence[Sequence[int]]) -> List[List[int]]:
