@@ -102,7 +102,25 @@ def decode_beams(model):
   return {"ids": ids, "scores": scores}
 
 
+def full_float32_matmuls():
+  """float32 matmuls computed in float32 on every host, so the two backends can agree to 1e-4.
+
+  Left to their defaults, either backend may round a float32 matmul's inputs on
+  some hosts (TensorFlow's TensorFloat-32 setting, oneDNN's math mode on CPUs
+  with bfloat16 units; JAX's default precision): a 0.6% difference in one
+  gradient was seen on such a host. The caller also sets
+  ONEDNN_DEFAULT_FPMATH_MODE=STRICT (tests/test_backends.py).
+  """
+  if keras.config.backend() == "tensorflow":
+    import tensorflow as tf
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+  elif keras.config.backend() == "jax":
+    import jax
+    jax.config.update("jax_default_matmul_precision", "highest")
+
+
 def main(weights_path, out_path, mode=""):
+  full_float32_matmuls()
   model = tiny_model()
   batch = fixed_batch()
   model(batch)  # Build every weight.
