@@ -49,6 +49,7 @@ import time
 import numpy as np
 
 from t2tlite import files
+from t2tlite.data import numpy_batches
 
 PROBLEM = "multi30k_ende"
 DECODE_HPARAMS = "beam_size=4,alpha=0.6,extra_length=50"  # Section 6: beam 4, alpha 0.6, +50.
@@ -84,22 +85,9 @@ def prepare(args) -> None:
   encoders = problem.encoders(args.data_dir)
   pairs = [(encoders["inputs"].encode(s), encoders["targets"].encode(t))
            for s, t in zip(sources, references)]
-  np.savez(os.path.join(args.out, "dev_ids.npz"), **_ragged("inputs", [p[0] for p in pairs]),
-           **_ragged("targets", [p[1] for p in pairs]))
+  numpy_batches.save_id_lists(os.path.join(args.out, "dev_ids.npz"),
+                              inputs=[p[0] for p in pairs], targets=[p[1] for p in pairs])
   log(f"dev: {len(pairs)} pairs; training batches in {batches}")
-
-
-def _ragged(name, sequences):
-  """{name: int32 [n, longest] zero-padded, name_lengths: [n]}."""
-  lengths = np.array([len(s) for s in sequences], np.int32)
-  out = np.zeros([len(sequences), max(lengths.max(), 1)], np.int32)
-  for i, s in enumerate(sequences):
-    out[i, :len(s)] = s
-  return {name: out, name + "_lengths": lengths}
-
-
-def _unragged(arrays, name):
-  return [list(row[:n]) for row, n in zip(arrays[name], arrays[name + "_lengths"])]
 
 
 # --- run (JAX, no TensorFlow) ---
@@ -209,8 +197,9 @@ def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
   from t2tlite.training import losses, run_dir
 
   model, checkpoint = run_dir.load_model(train_dir, hparams_overrides="packed_batches=false")
-  dev = dict(np.load(os.path.join(prep, "dev_ids.npz")))
-  sources, targets = _unragged(dev, "inputs"), _unragged(dev, "targets")
+  dev = os.path.join(prep, "dev_ids.npz")
+  sources = numpy_batches.load_id_lists(dev, "inputs")
+  targets = numpy_batches.load_id_lists(dev, "targets")
   if dev_lines:  # A smoke test's slice; the table uses all of dev.
     sources, targets = sources[:dev_lines], targets[:dev_lines]
 
@@ -241,7 +230,7 @@ def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
   decoder = JaxDecoder(model, hp)
   hypotheses = decoder.decode_ids(sources)
   decode_seconds = time.time() - began
-  np.savez(os.path.join(out, "dev_hypotheses.npz"), **_ragged("ids", hypotheses))
+  numpy_batches.save_id_lists(os.path.join(out, "dev_hypotheses.npz"), ids=hypotheses)
   steps = int(os.path.basename(checkpoint).rsplit("-", 1)[1].split(".")[0])
   hparams = model.hparams
   return {"steps": steps, "dev_ppl": float(np.exp(nll / tokens)), "dev_nll": nll,
@@ -278,7 +267,7 @@ def report(args) -> None:
   for result in results:
     name = result["name"]
     out = os.path.join(args.results, name)
-    hypotheses = _unragged(dict(np.load(os.path.join(out, "dev_hypotheses.npz"))), "ids")
+    hypotheses = numpy_batches.load_id_lists(os.path.join(out, "dev_hypotheses.npz"), "ids")
     decodes = os.path.join(out, "dev.de")
     with open(decodes, "w") as f:
       f.writelines(target_encoder.decode(ids) + "\n" for ids in hypotheses)

@@ -1,6 +1,6 @@
 """One backend's numbers for tests/test_backends.py: run as a script under KERAS_BACKEND=X.
 
-    python tests/backend_worker.py WEIGHTS.npz OUT.npz [--decode]
+    python tests/backend_worker.py WEIGHTS.npz OUT.npz [--decode | --decode_trees | --decode_word_trees]
 
 Builds the tiny Transformer (float32, no dropout) on the backend that
 KERAS_BACKEND names; if WEIGHTS.npz exists, loads every weight from it by its
@@ -10,7 +10,10 @@ initial weights there. Then, on a fixed batch with source and target padding
 the label-smoothed loss per real target token and the gradient of that loss
 for every trainable weight ("grad:" + path). With --decode it writes instead
 the beams of a beam search over DECODE_SOURCES: t2tlite's Decoder under
-TensorFlow, jax_search.JaxDecoder under JAX. Imports only the keras core and
+TensorFlow, jax_search.JaxDecoder under JAX; with --decode_trees the same
+search under a tree constraint over a toy labelling of the 20 ids (TREE_PIECES:
+brackets of two labels, XX, every other id a word), with --decode_word_trees
+the constraint whose word slots take the source's own ids. Imports only the keras core and
 this backend's framework (and the backend's search), so under JAX it also
 shows the core runs without TensorFlow.
 """
@@ -26,6 +29,7 @@ from t2tlite.models.transformer import Transformer
 from t2tlite.training import losses
 
 LABEL_SMOOTHING = 0.1
+WEIGHT_SEED = 3
 
 
 def tiny_model():
@@ -83,16 +87,35 @@ DECODE_SOURCES = [[5, 7, 9], [2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [12], [19, 18, 17
 DECODE_HPARAMS = "beam_size=3,alpha=0.6,extra_length=6,return_beams=true,batch_tokens=40"
 
 
-def decode_beams(model):
+# The tiny model's 20 ids read as a parser's vocabulary: pad, EOS, two labels' brackets, XX,
+# and words (ids 7-19, each a word of its own; DECODE_SOURCES then have as many words as ids).
+TREE_PIECES = ["<pad>", "</s>", "\u2581(A", "\u2581(B", "\u2581)A", "\u2581)B", "\u2581XX"] + [
+    f"\u2581w{i}" for i in range(7, 20)]
+TREE_SOURCES = [[i for i in source if i >= 7] or [7] for source in DECODE_SOURCES]
+
+
+def tree_constraint(target_words):
+  """Every state field and rule in play: depth 3, runs of 2, no unary repeat, words or XX."""
+  from t2tlite.decoding.tree_constraint import TreeConstraint
+  starts = [i >= 7 for i in range(len(TREE_PIECES))]
+  return TreeConstraint(TREE_PIECES, starts, eos_id=1, max_depth=3, target_words=target_words,
+                        max_open_run=2, no_unary_repeat=True)
+
+
+def decode_beams(model, mode="--decode"):
   """{"ids": [sources, beam, width], "scores": [sources, beam]} of this backend's beam search."""
   from t2tlite.decoding.decode_hparams import DecodeHParams
   hp = DecodeHParams().override(DECODE_HPARAMS)
+  sources, constraint = DECODE_SOURCES, None
+  if mode in ("--decode_trees", "--decode_word_trees"):
+    sources, constraint = TREE_SOURCES, tree_constraint(mode == "--decode_word_trees")
+    hp = hp.override("constrain_trees=true")
   if keras.config.backend() == "jax":
     from t2tlite.decoding.jax_search import JaxDecoder
-    nbest = JaxDecoder(model, hp).decode_nbest(DECODE_SOURCES)
+    nbest = JaxDecoder(model, hp, constraint).decode_nbest(sources)
   else:
     from t2tlite.decoding.decoder import Decoder
-    nbest = Decoder(model, hp).decode_nbest(DECODE_SOURCES)
+    nbest = Decoder(model, hp, constraint).decode_nbest(sources)
   ids = np.zeros([len(nbest), hp.beam_size, 32], np.int32)
   scores = np.zeros([len(nbest), hp.beam_size], np.float32)
   for i, beams in enumerate(nbest):
@@ -121,6 +144,11 @@ def full_float32_matmuls():
 
 def main(weights_path, out_path, mode=""):
   full_float32_matmuls()
+  if not os.path.exists(weights_path):
+    # Seeded, so the weights written are the same every run: with some random initializations
+    # the untrained model ends every beam at once, and a decode compares nothing. (Only the
+    # writer seeds: under JAX, keras.utils.set_random_seed would import TensorFlow.)
+    keras.utils.set_random_seed(WEIGHT_SEED)
   model = tiny_model()
   batch = fixed_batch()
   model(batch)  # Build every weight.
@@ -135,8 +163,8 @@ def main(weights_path, out_path, mode=""):
       w.assign(saved[w.path])
   else:
     np.savez(weights_path, **{w.path: keras.ops.convert_to_numpy(w.value) for w in model.weights})
-  if mode == "--decode":
-    out = decode_beams(model)
+  if mode.startswith("--decode"):
+    out = decode_beams(model, mode)
   else:
     out = gradients_out(model, batch)
   np.savez(out_path, **out)

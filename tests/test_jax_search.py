@@ -90,11 +90,59 @@ def test_jax_decoder_decodes_the_tiny_transformer_as_tensorflows_decoder(tmp_pat
   assert (out["tensorflow"]["ids"][:, 0] > 0).any()  # Real hypotheses, not empty slots.
 
 
-@pytest.mark.parametrize("setting", ["constrain_trees=true", "beam_size=1,sampling_method=random",
-                                     "use_cache=false"])
+def _valid_toy_tree(ids, source, target_words):
+  """Is `ids` (no EOS) one tree over the toy labels, its words `source` (or one XX each)?"""
+  from tests.backend_worker import TREE_PIECES
+  stack, words = [], []
+  for i in ids:
+    token = TREE_PIECES[i][1:]
+    if token in ("(A", "(B"):
+      stack.append(token[1])
+    elif token in (")A", ")B"):
+      if not stack or stack.pop() != token[1]:
+        return False
+      if not stack and len(words) < len(source):
+        return False  # A second top-level constituent would follow.
+    elif stack:
+      words.append(i)
+    else:
+      return False
+  return not stack and words == (list(source) if target_words else [6] * len(source))
+
+
+@pytest.mark.parametrize("mode", ["--decode_trees", "--decode_word_trees"])
+def test_jax_decoder_under_a_tree_constraint_returns_tensorflows_trees(tmp_path, mode):
+  from tests.backend_worker import TREE_SOURCES
+  weights = str(tmp_path / "weights.npz")
+  out = {}
+  for backend in ("tensorflow", "jax"):  # TensorFlow writes the weights, JAX loads them.
+    path = str(tmp_path / f"{backend}.npz")
+    printed = _python(backend, weights, path, mode)
+    if backend == "jax":
+      assert "tensorflow_loaded=False" in printed
+    out[backend] = dict(np.load(path))
+  np.testing.assert_array_equal(out["jax"]["ids"], out["tensorflow"]["ids"])
+  np.testing.assert_allclose(out["jax"]["scores"], out["tensorflow"]["scores"], atol=1e-4)
+  # The constraint is in force: every beam of every sentence is a tree over its words.
+  for source, beams in zip(TREE_SOURCES, out["jax"]["ids"]):
+    for ids in beams:
+      ids = [int(i) for i in ids]
+      ids = ids[:min(ids.index(end) if end in ids else len(ids) for end in (0, 1))]
+      assert _valid_toy_tree(ids, source, mode == "--decode_word_trees"), (source, ids)
+
+
+@pytest.mark.parametrize("setting", ["beam_size=1,sampling_method=random", "use_cache=false"])
 def test_jax_decoder_refuses_what_only_tensorflows_search_does(setting):
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.jax_search import JaxDecoder
   from t2tlite.errors import UserError
   with pytest.raises(UserError, match="--decode_hparams: the JAX search has no"):
     JaxDecoder(None, DecodeHParams().override(setting))
+
+
+def test_jax_decoder_refuses_constrain_trees_without_a_constraint():
+  from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite.decoding.jax_search import JaxDecoder
+  from t2tlite.errors import UserError
+  with pytest.raises(UserError, match="constrain_trees=true needs the problem's tree constraint"):
+    JaxDecoder(None, DecodeHParams().override("constrain_trees=true"))

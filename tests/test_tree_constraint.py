@@ -367,6 +367,22 @@ def test_source_words_are_counted_from_word_initial_pieces():
   assert list(state.words_left.numpy()) == [2, 1]
 
 
+def test_a_constraint_rebuilt_from_its_json_config_allows_what_it_allows():
+  # recipes/parsing_gpu.py builds the constraint here and rebuilds it from JSON where the
+  # search runs: every field must survive, so the masks agree on every prefix of the toy grammar.
+  import json
+  c = TreeConstraint(PIECES, [p == "\u2581word" for p in PIECES], EOS, 3, max_open_run=2,
+                     no_unary_repeat=True)
+  again = TreeConstraint(**json.loads(json.dumps(c.config())))
+  assert again.config() == c.config()
+  valid = all_valid_trees(2, 3, 7)
+  prefixes = {tuple(t[:k]) for t in valid for k in range(len(t) + 1)}
+  assert len(prefixes) > 20
+  for prefix in prefixes:
+    masks = [x.mask(state_after(x, prefix, 2, 7)).numpy() for x in (c, again)]
+    np.testing.assert_array_equal(masks[0], masks[1])
+
+
 def test_a_vocabulary_without_tree_symbols_is_refused():
   with pytest.raises(ValueError, match="tree_symbols"):
     TreeConstraint(["<pad>", "</s>", "\u2581(", "NP", "\u2581)"], [False] * 5, EOS, 4)

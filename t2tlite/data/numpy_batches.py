@@ -236,3 +236,25 @@ class BatchStream:
     batch = self.saved.train_batch(self.position)
     self.position += 1
     return batch
+
+
+# --- Id lists (sources to decode, hypotheses) carried between machines as numpy ---
+def save_id_lists(path: str, **lists) -> None:
+  """Each name's list of id sequences into one .npz: NAME (int32 [n, longest], zero-padded)
+  and NAME_lengths ([n]); `load_id_lists` gives them back."""
+  arrays = {}
+  for name, sequences in lists.items():
+    lengths = np.array([len(s) for s in sequences], np.int32)
+    padded = np.zeros([len(sequences), max(int(lengths.max(initial=0)), 1)], np.int32)
+    for i, s in enumerate(sequences):
+      padded[i, :len(s)] = s
+    arrays[name], arrays[name + "_lengths"] = padded, lengths
+  with files.atomic_write(path, "wb") as f:
+    np.savez(f, **arrays)
+
+
+def load_id_lists(path: str, name: str):
+  """The list NAME saved by `save_id_lists` in `path`: a list of lists of ints."""
+  arrays = np.load(path)
+  return [[int(i) for i in row[:n]] for row, n in zip(arrays[name], arrays[name + "_lengths"])]
+

@@ -11,8 +11,11 @@ keeps its names), so dev BLEU measured here and there is the same measure.
 tests/test_jax_search.py checks the two return the same beams, on toy models
 and on the Transformer with one set of weights.
 
-Not here: token constraints (parsing's constrained search) and sampling;
-beam_size=1 is a one-beam beam search.
+Token constraints work as in search.py (its "Candidate lists": a constraint
+with `candidates` has its listed tokens ranked, one with only `mask` the whole
+vocabulary masked); tree_constraint.TreeConstraint is written in keras.ops, so
+parsing's constrained search runs here too. Not here: sampling; beam_size=1 is
+a one-beam beam search.
 
 `JaxDecoder(model, hparams).decode_nbest(sources)` is the Decoder's
 `decode_nbest` for a Keras model on the JAX backend: the Decoder's batches
@@ -49,12 +52,13 @@ class SearchResult(typing.NamedTuple):
 
 
 class _BeamState(typing.NamedTuple):
-  """search._BeamState without the constraint: the loop's variables, same meaning."""
+  """search._BeamState: the loop's variables, same meaning."""
   step: jax.Array
   alive_seq: jax.Array
   alive_log_probs: jax.Array
   alive_valid: jax.Array
   model_state: typing.Any
+  constraint_state: typing.Any
   finished_seq: jax.Array
   finished_scores: jax.Array
   finished_lengths: jax.Array
@@ -109,9 +113,9 @@ def _is_done(s, max_lengths, alpha):
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int, alpha,
                 max_lengths, decode_length: int, eos_id: int = EOS_ID,
-                reorder_state=gather_rows, horizons: Optional[Sequence[int]] = None
-                ) -> SearchResult:
-  """search.beam_search in jax.numpy (same arguments, no constraint); traceable by jax.jit."""
+                reorder_state=gather_rows, constraint=None, constraint_state=(),
+                horizons: Optional[Sequence[int]] = None) -> SearchResult:
+  """search.beam_search in jax.numpy (same arguments); traceable by jax.jit."""
   max_lengths = jnp.clip(jnp.asarray(max_lengths, jnp.int32), 0, decode_length)
   batch, width = initial_ids.shape[0], decode_length + 2
   start = jnp.repeat(jnp.asarray(initial_ids, jnp.int32)[:, None], beam_size, axis=1)
@@ -122,12 +126,15 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int
       alive_log_probs=jnp.where(alive_valid, 0.0, NEG_INF).astype(jnp.float32),
       alive_valid=alive_valid,
       model_state=tile_to_beams(initial_state, beam_size),
+      constraint_state=tile_to_beams(constraint_state if constraint is not None else (),
+                                     beam_size),
       finished_seq=jnp.zeros((batch, beam_size, width), jnp.int32),
       finished_scores=jnp.full((batch, beam_size), NEG_INF, jnp.float32),
       finished_lengths=jnp.zeros((batch, beam_size), jnp.int32),
       finished_valid=jnp.zeros((batch, beam_size), bool),
       done=jnp.zeros((batch,), bool))
   batch_offsets = (jnp.arange(batch) * beam_size)[:, None]
+  listed = hasattr(constraint, "candidates")
 
   def body(s, horizon):
     ids = s.alive_seq[:, :, s.step].reshape(-1)
@@ -136,26 +143,46 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int
     else:
       logits, new_model_state = symbols_to_logits_fn(ids, s.step, s.model_state,
                                                      horizon=horizon)
-    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    vocab = log_probs.shape[-1]
-    log_probs = log_probs.reshape(batch, beam_size, vocab)
-    is_eos = (jnp.arange(vocab) == eos_id)[None, None]
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # [rows, vocab]
+    allowed = None
+    if listed:  # Rank the listed tokens only (search.py, "Candidate lists").
+      tokens, allowed = constraint.candidates(s.constraint_state)  # [rows, C]
+      log_probs = jnp.take_along_axis(log_probs, tokens, axis=1)
+      tokens = tokens.reshape(batch, beam_size, -1)
+      allowed = allowed.reshape(batch, beam_size, -1)
+    else:
+      tokens = jnp.arange(log_probs.shape[-1])[None, None]  # [1, 1, vocab]
+      if constraint is not None:
+        allowed = constraint.mask(s.constraint_state).reshape(batch, beam_size, -1)
+    width = log_probs.shape[-1]
+    log_probs = log_probs.reshape(batch, beam_size, width)
     forced = (s.step >= max_lengths)[:, None, None]
-    valid = s.alive_valid[:, :, None] & ~s.done[:, None, None] & (is_eos | ~forced)
+    valid = s.alive_valid[:, :, None] & ~s.done[:, None, None] & ((tokens == eos_id) | ~forced)
+    if allowed is not None:
+      valid = valid & allowed
     extended = jnp.where(valid, s.alive_log_probs[:, :, None] + log_probs, NEG_INF)
     flat_log_probs, flat_valid = extended.reshape(batch, -1), valid.reshape(batch, -1)
 
     top = _top_k_indices(flat_log_probs, flat_valid, 2 * beam_size)
     top_log_probs, top_valid = _gather_beams((flat_log_probs, flat_valid), top)
-    top_parent, top_token = top // vocab, top % vocab
+    top_parent = top // width
+    if listed:
+      top_token = jnp.take_along_axis(tokens.reshape(batch, -1), top, axis=1)
+    else:
+      top_token = top % width
     top_seq = _write_position(_gather_beams(s.alive_seq, top_parent), s.step + 1, top_token)
     top_eos = top_token == eos_id
 
     alive_valid_top = top_valid & ~top_eos
     keep = _top_k_indices(top_log_probs, alive_valid_top, beam_size)
-    alive_seq, alive_log_probs, alive_valid, alive_parent = _gather_beams(
-        (top_seq, top_log_probs, alive_valid_top, top_parent), keep)
-    model_state = reorder_state(new_model_state, (alive_parent + batch_offsets).reshape(-1))
+    alive_seq, alive_log_probs, alive_valid, alive_parent, alive_token = _gather_beams(
+        (top_seq, top_log_probs, alive_valid_top, top_parent, top_token), keep)
+    parent_rows = (alive_parent + batch_offsets).reshape(-1)
+    model_state = reorder_state(new_model_state, parent_rows)
+    constraint_state = s.constraint_state
+    if constraint is not None:
+      constraint_state = constraint.update(gather_rows(constraint_state, parent_rows),
+                                           alive_token.reshape(-1))
 
     new_length = s.step + 1
     new_scores = top_log_probs / length_penalty(new_length, alpha)
@@ -169,7 +196,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int
     s = _BeamState(
         step=new_length, alive_seq=alive_seq,
         alive_log_probs=jnp.where(alive_valid, alive_log_probs, NEG_INF),
-        alive_valid=alive_valid, model_state=model_state, finished_seq=finished_seq,
+        alive_valid=alive_valid, model_state=model_state, constraint_state=constraint_state,
+        finished_seq=finished_seq,
         finished_scores=jnp.where(finished_valid, finished_scores, NEG_INF),
         finished_lengths=finished_lengths, finished_valid=finished_valid, done=s.done)
     return s._replace(done=_is_done(s, max_lengths, alpha))
@@ -189,11 +217,15 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int
 class JaxDecoder:
   """Decoder.decode_nbest for a Keras Transformer on the JAX backend (beam search only)."""
 
-  def __init__(self, model, hparams: DecodeHParams = DecodeHParams()):
-    if hparams.constrain_trees or hparams.sampling_method != "argmax" or not hparams.use_cache:
-      raise UserError("--decode_hparams: the JAX search has no tree constraint, sampling or "
-                      "uncached step; decode with t2t-decoder where TensorFlow is installed")
-    self.model, self.hparams = model, hparams
+  def __init__(self, model, hparams: DecodeHParams = DecodeHParams(), constraint=None):
+    if hparams.sampling_method != "argmax" or not hparams.use_cache:
+      raise UserError("--decode_hparams: the JAX search has no sampling or uncached step; "
+                      "decode with t2t-decoder where TensorFlow is installed")
+    if hparams.constrain_trees and constraint is None:
+      raise UserError("--decode_hparams: constrain_trees=true needs the problem's tree "
+                      "constraint (tree_constraint.TreeConstraint) passed to JaxDecoder")
+    # A token constraint (search.py's API), e.g. tree_constraint.TreeConstraint for parsing.
+    self.model, self.hparams, self.constraint = model, hparams, constraint
     self._search = jax.jit(self._search_batch, static_argnums=(0,))
     self.shapes_seen = set()
     self.truncated = 0  # Sources cut to the input limit by the last decode call.
@@ -207,10 +239,16 @@ class JaxDecoder:
       state, context = model.initial_decode_state(memory, memory_mask, decode_length + 1)
       step_fn = lambda ids, step, st, horizon=None: model.decode_step(  # noqa: E731
           ids, step, st, context, horizon)
+      max_lengths = source_lengths + hp.extra_length
+      constrained = {}
+      if self.constraint is not None:
+        constrained = dict(constraint=self.constraint,
+                           constraint_state=self.constraint.initial_state(inputs, max_lengths))
       return beam_search(step_fn, jnp.full(source_lengths.shape, PAD_ID, jnp.int32), state,
-                         hp.beam_size, hp.alpha, source_lengths + hp.extra_length,
-                         decode_length, EOS_ID, reorder_state=model.reorder_decode_state,
-                         horizons=batching.doubling_horizons(decode_length + 1, FIRST_HORIZON))
+                         hp.beam_size, hp.alpha, max_lengths, decode_length, EOS_ID,
+                         reorder_state=model.reorder_decode_state,
+                         horizons=batching.doubling_horizons(decode_length + 1, FIRST_HORIZON),
+                         **constrained)
 
   def decode_nbest(self, sources: Sequence[Sequence[int]]
                    ) -> List[List[Tuple[List[int], float]]]:

@@ -51,13 +51,17 @@ sampling, implement the same three methods):
 - `initial_state(inputs, max_lengths)` -> nested tensors [batch, ...];
 - `mask(state)` -> bool [rows, vocab], the tokens allowed next;
 - `update(state, tokens)` -> the state after appending tokens [rows].
+
+Written in `keras.ops`, so the same rules run in TensorFlow's search
+(search.py) and in the JAX one (jax_search.py, on machines without TensorFlow):
+the tensors are those of the Keras backend in use.
 """
 
 import typing
 from typing import Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from t2tlite.data import linearize
 
@@ -67,12 +71,12 @@ NO_CHILD, MANY = -2, -1  # TreeState.only_child values besides a child's label.
 
 class TreeState(typing.NamedTuple):
   """Per-hypothesis constraint state; every field has leading dim rows."""
-  words_left: tf.Tensor  # int32 [rows]: XX still to place (target_words: source pieces).
-  depth: tf.Tensor       # int32 [rows]: constituents open.
-  stack: tf.Tensor       # int32 [rows, max_depth]: label index of each open constituent.
-  empty: tf.Tensor       # bool [rows]: the innermost open constituent has no word yet.
-  budget: tf.Tensor      # int32 [rows]: tokens that may still come before the EOS.
-  open_run: tf.Tensor    # int32 [rows]: opening brackets since the last word or closing one.
+  words_left: typing.Any  # int32 [rows]: XX still to place (target_words: source pieces).
+  depth: typing.Any       # int32 [rows]: constituents open.
+  stack: typing.Any       # int32 [rows, max_depth]: label index of each open constituent.
+  empty: typing.Any       # bool [rows]: the innermost open constituent has no word yet.
+  budget: typing.Any      # int32 [rows]: tokens that may still come before the EOS.
+  open_run: typing.Any    # int32 [rows]: opening brackets since the last word or closing one.
   only_child: typing.Any = ()  # no_unary_repeat: int32 [rows, max_depth], per open
                          # constituent the label of its one child so far if that is a
                          # constituent; NO_CHILD, or MANY (a word, or more than one child). Else ().
@@ -85,14 +89,23 @@ def tree_token(piece: str) -> str:
   return piece[len(WORD_BOUNDARY):] if piece.startswith(WORD_BOUNDARY) else piece
 
 
+def _int(x):
+  return ops.cast(x, "int32")
+
+
+def _at(table, index):
+  """table [rows, n] at int32 index [rows] -> [rows] (a per-row gather)."""
+  return ops.take_along_axis(table, index[:, None], axis=1)[:, 0]
+
+
 class _Allowed(typing.NamedTuple):
   """What each prefix may take next; every field has leading dim rows."""
-  open_labels: tf.Tensor  # bool [rows, labels]: may open a constituent of label k.
-  word_id: tf.Tensor      # int32 [rows]: the word slot's token (XX, or the next source piece).
-  word: tf.Tensor         # bool [rows]: may take word_id.
-  close_id: tf.Tensor     # int32 [rows]: the innermost constituent's closing bracket.
-  close: tf.Tensor        # bool [rows]: may take close_id.
-  eos: tf.Tensor          # bool [rows]: may end.
+  open_labels: typing.Any  # bool [rows, labels]: may open a constituent of label k.
+  word_id: typing.Any      # int32 [rows]: the word slot's token (XX, or the next source piece).
+  word: typing.Any         # bool [rows]: may take word_id.
+  close_id: typing.Any     # int32 [rows]: the innermost constituent's closing bracket.
+  close: typing.Any        # bool [rows]: may take close_id.
+  eos: typing.Any          # bool [rows]: may end.
 
 
 class TreeConstraint:
@@ -118,6 +131,13 @@ class TreeConstraint:
   def __init__(self, target_pieces: Sequence[str], source_word_starts: Sequence[bool],
                eos_id: int, max_depth: int, target_words: bool = False, pad_id: int = 0,
                max_open_run: int = 0, no_unary_repeat: bool = False):
+    # The arguments, for `config`: a constraint built where the encoders are (TensorFlow)
+    # is rebuilt from them where only the search runs (JAX on a GPU machine).
+    self._config = dict(target_pieces=list(target_pieces),
+                        source_word_starts=[bool(b) for b in source_word_starts],
+                        eos_id=int(eos_id), max_depth=int(max_depth),
+                        target_words=bool(target_words), pad_id=int(pad_id),
+                        max_open_run=int(max_open_run), no_unary_repeat=bool(no_unary_repeat))
     if max_depth < 1:
       raise ValueError(f"max_depth={max_depth} must be >= 1")
     if max_open_run < 0:
@@ -153,14 +173,15 @@ class TreeConstraint:
     self.eos_id = eos_id
     self.pad_id = pad_id
     self.target_words = target_words
-    self._open_ids = tf.constant([opens[label] for label in self.labels], tf.int32)
-    self._close_ids = tf.constant([closes[label] for label in self.labels], tf.int32)
+    # numpy tables: each search converts them to its backend's constants where it traces.
+    self._open_ids = np.array([opens[label] for label in self.labels], np.int32)
+    self._close_ids = np.array([closes[label] for label in self.labels], np.int32)
     self._xx_id = -1 if target_words else xx[0]
-    self._label_of = tf.constant(label_of)
-    self._is_open = tf.constant(is_open)
-    self._is_close = tf.constant(is_close)
-    self._is_xx = tf.constant(is_xx)
-    self._word_starts = tf.constant(np.asarray(source_word_starts, bool))
+    self._label_of = label_of
+    self._is_open = is_open
+    self._is_close = is_close
+    self._is_xx = is_xx
+    self._word_starts = np.asarray(source_word_starts, bool)
 
   @classmethod
   def from_encoders(cls, input_encoder, target_encoder, eos_id: int, max_depth: int,
@@ -176,95 +197,99 @@ class TreeConstraint:
     return cls(pieces(target_encoder), starts, eos_id, max_depth, target_words, pad_id,
                max_open_run, no_unary_repeat)
 
+  def config(self) -> dict:
+    """The constructor's arguments, JSON-ready: `TreeConstraint(**config)` is this constraint."""
+    return dict(self._config)
+
   # --- The constraint API ---
   def initial_state(self, inputs, max_lengths) -> TreeState:
     """inputs int32 [batch, length] source ids (EOS-terminated, padded); max_lengths int32 [batch]."""
-    inputs = tf.cast(inputs, tf.int32)
+    inputs = _int(inputs)
     if self.target_words:
-      placed = ~tf.equal(inputs, self.pad_id) & ~tf.equal(inputs, self.eos_id)
-      pieces = tf.reduce_sum(tf.cast(placed, tf.int32), axis=1)
+      placed = ~ops.equal(inputs, self.pad_id) & ~ops.equal(inputs, self.eos_id)
+      pieces = ops.sum(_int(placed), axis=1)
       state = self.initial_state_for_words(pieces, max_lengths)
-      return state._replace(source=inputs, position=tf.zeros_like(pieces))
-    words = tf.reduce_sum(tf.cast(tf.gather(self._word_starts, inputs), tf.int32), axis=1)
+      return state._replace(source=inputs, position=ops.zeros_like(pieces))
+    words = ops.sum(_int(ops.take(self._word_starts, inputs)), axis=1)
     return self.initial_state_for_words(words, max_lengths)
 
   def initial_state_for_words(self, num_words, max_lengths) -> TreeState:
     """The state before the first token, from word counts int32 [batch] (XX targets)."""
-    num_words = tf.cast(num_words, tf.int32)
-    rows = tf.shape(num_words)[0]
+    num_words = _int(num_words)
+    rows = ops.shape(num_words)[0]
     return TreeState(
         words_left=num_words,
-        depth=tf.zeros([rows], tf.int32),
-        stack=tf.zeros([rows, self.max_depth], tf.int32),
-        empty=tf.zeros([rows], tf.bool),
-        budget=tf.cast(max_lengths, tf.int32),
-        open_run=tf.zeros([rows], tf.int32),
-        only_child=tf.fill([rows, self.max_depth], NO_CHILD) if self.no_unary_repeat else ())
+        depth=ops.zeros((rows,), "int32"),
+        stack=ops.zeros((rows, self.max_depth), "int32"),
+        empty=ops.zeros((rows,), "bool"),
+        budget=_int(max_lengths),
+        open_run=ops.zeros((rows,), "int32"),
+        only_child=(ops.full((rows, self.max_depth), NO_CHILD, "int32")
+                    if self.no_unary_repeat else ()))
 
   def _next_piece(self, state: TreeState):
     """(int32 [rows] the next source piece, bool [rows] whether it continues a begun word)."""
-    last = tf.shape(state.source)[1] - 1
-    piece = tf.gather(state.source, tf.minimum(state.position, last), batch_dims=1)
+    last = ops.shape(state.source)[1] - 1
+    piece = _at(state.source, ops.minimum(state.position, last))
     within = ((state.words_left > 0) & (state.position > 0)
-              & ~tf.gather(self._word_starts, piece))
+              & ~ops.take(self._word_starts, piece))
     return piece, within
 
   def _words_not_begun(self, state: TreeState):
     """int32 [rows]: words with no piece placed yet (XX targets: the XX still to place)."""
     if not self.target_words:
       return state.words_left
-    length = tf.shape(state.source)[1]
-    ahead = tf.range(length)[tf.newaxis] >= state.position[:, tf.newaxis]
-    starts = tf.gather(self._word_starts, state.source)
-    return tf.reduce_sum(tf.cast(ahead & starts, tf.int32), axis=1)
+    length = ops.shape(state.source)[1]
+    ahead = ops.arange(length, dtype="int32")[None] >= state.position[:, None]
+    starts = ops.take(self._word_starts, state.source)
+    return ops.sum(_int(ahead & starts), axis=1)
 
   def _rules(self, state: TreeState) -> "_Allowed":
     """Which kinds of token each prefix may take next (the rules of the module docstring)."""
     w, d, budget = state.words_left, state.depth, state.budget
+    rows = ops.shape(w)[0]
     # Shortest completion after each kind of token: the words left, then a close per open
     # constituent; it must fit in the tokens left after this one.
     can_open = (w > 0) & (d < self.max_depth) & (w + d + 1 <= budget - 1)
     if self.max_open_run:
       can_open &= state.open_run < self.max_open_run
     can_xx = (w > 0) & (d > 0) & (w - 1 + d <= budget - 1)
-    top = tf.maximum(d - 1, 0)  # The innermost open constituent's slot.
-    innermost = tf.gather(state.stack, top, batch_dims=1)  # [rows]
+    top = ops.maximum(d - 1, 0)  # The innermost open constituent's slot.
+    innermost = _at(state.stack, top)  # [rows]
     if self.target_words:  # The word slot is the next source piece; no bracket inside a word.
       word_id, within = self._next_piece(state)
     else:
-      word_id = tf.fill(tf.shape(w), self._xx_id)
+      word_id = ops.full((rows,), self._xx_id, "int32")
     can_close = ((d > 0) & ~state.empty & ((d > 1) | (w == 0))
                  & (w + d - 1 <= budget - 1))
     can_eos = (d == 0) & (w == 0)
-    open_labels = tf.ones([tf.shape(w)[0], len(self.labels)], tf.bool)
+    open_labels = ops.ones((rows, len(self.labels)), "bool")
     if self.no_unary_repeat:
       # A "pending" constituent's only child has its label: it cannot close before it gains
       # another child, which takes a word of its own. Every prefix stays completable while the
       # words not yet begun cover the pending constituents and an empty innermost one.
       words = self._words_not_begun(state)
-      is_open_slot = tf.range(self.max_depth)[tf.newaxis] < d[:, tf.newaxis]
-      pending = tf.reduce_sum(tf.cast(
-          is_open_slot & tf.equal(state.only_child, state.stack), tf.int32), axis=1)
-      inner_only = tf.gather(state.only_child, top, batch_dims=1)
-      inner_pending = (d > 0) & tf.equal(inner_only, innermost)
+      is_open_slot = ops.arange(self.max_depth, dtype="int32")[None] < d[:, None]
+      pending = ops.sum(_int(is_open_slot & ops.equal(state.only_child, state.stack)), axis=1)
+      inner_only = _at(state.only_child, top)
+      inner_pending = (d > 0) & ops.equal(inner_only, innermost)
       can_close &= ~inner_pending
       # A second child, bracket or word, ends the innermost's pending.
-      settled = pending - tf.cast(inner_pending, tf.int32)
+      settled = pending - _int(inner_pending)
       if self.target_words:  # A piece inside a begun word places no new word.
         can_xx &= within | (settled <= words - 1)
       else:
         can_xx &= settled <= words - 1
       # Opening L: itself empty, and the innermost turns pending when L is its label and first child.
-      first_same = ((d > 0) & tf.equal(inner_only, NO_CHILD))[:, tf.newaxis] & tf.equal(
-          tf.range(len(self.labels))[tf.newaxis], innermost[:, tf.newaxis])
-      open_labels = (settled[:, tf.newaxis] + 1 + tf.cast(first_same, tf.int32)
-                     <= words[:, tf.newaxis])
+      first_same = ((d > 0) & ops.equal(inner_only, NO_CHILD))[:, None] & ops.equal(
+          ops.arange(len(self.labels), dtype="int32")[None], innermost[:, None])
+      open_labels = settled[:, None] + 1 + _int(first_same) <= words[:, None]
     if self.target_words:
       can_open &= ~within
       can_close &= ~within
-    return _Allowed(open_labels=open_labels & can_open[:, tf.newaxis],
+    return _Allowed(open_labels=open_labels & can_open[:, None],
                     word_id=word_id, word=can_xx,
-                    close_id=tf.gather(self._close_ids, innermost), close=can_close,
+                    close_id=ops.take(self._close_ids, innermost), close=can_close,
                     eos=can_eos)
 
   def candidates(self, state: TreeState):
@@ -278,69 +303,68 @@ class TreeConstraint:
     that reads like a bracket) is allowed once, if either copy is.
     """
     rules = self._rules(state)
-    rows = tf.shape(rules.word_id)[0]
-    ids = tf.concat([tf.tile(self._open_ids[tf.newaxis], [rows, 1]),
-                     tf.stack([rules.close_id, rules.word_id,
-                               tf.fill([rows], self.eos_id)], axis=1)], axis=1)
-    allowed = tf.concat([rules.open_labels,
-                         tf.stack([rules.close, rules.word, rules.eos], axis=1)], axis=1)
-    # Ascending ids, an allowed copy first among equal ids; later copies are not allowed.
-    order = tf.argsort(ids * 2 + tf.cast(~allowed, tf.int32), axis=1, stable=True)
-    ids = tf.gather(ids, order, batch_dims=1)
-    allowed = tf.gather(allowed, order, batch_dims=1)
-    repeated = tf.pad(tf.equal(ids[:, 1:], ids[:, :-1]), [[0, 0], [1, 0]])
+    rows = ops.shape(rules.word_id)[0]
+    ids = ops.concatenate([ops.broadcast_to(self._open_ids[None], (rows, len(self.labels))),
+                           ops.stack([rules.close_id, rules.word_id,
+                                      ops.full((rows,), self.eos_id, "int32")], axis=1)], axis=1)
+    allowed = ops.concatenate([rules.open_labels,
+                               ops.stack([rules.close, rules.word, rules.eos], axis=1)], axis=1)
+    # Ascending ids, an allowed copy first among equal ids (equal keys are equal entries, so
+    # a plain sort of the keys is enough); later copies are not allowed.
+    keys = ops.sort(ids * 2 + _int(~allowed), axis=1)
+    ids, allowed = keys // 2, ops.equal(keys % 2, 0)
+    repeated = ops.concatenate([ops.zeros((rows, 1), "bool"),
+                                ops.equal(ids[:, 1:], ids[:, :-1])], axis=1)
     return ids, allowed & ~repeated
 
   def mask(self, state: TreeState):
     """bool [rows, vocab]: the tokens that keep each prefix completable (`candidates`, spread).
 
-    A scatter of the C listed ids per row (max, so a repeated id stays allowed
-    if any copy is), not a [rows, C, vocab] comparison: 0.75 against 2.4 ms a
-    greedy step of 100 rows over 4000 pieces, compiled.
+    A scatter of the C listed ids per row (each id is allowed in at most one
+    copy, so the sum is 0 or 1), not a [rows, C, vocab] comparison.
     """
     ids, allowed = self.candidates(state)
-    rows = tf.shape(ids)[0]
-    row_of = tf.repeat(tf.range(rows)[:, tf.newaxis], tf.shape(ids)[1], axis=1)
-    spread = tf.tensor_scatter_nd_max(tf.zeros([rows, self.vocab_size], tf.int32),
-                                      tf.stack([row_of, ids], axis=-1),
-                                      tf.cast(allowed, tf.int32))
+    rows, width = ops.shape(ids)[0], ops.shape(ids)[1]
+    row_of = ops.broadcast_to(ops.arange(rows, dtype="int32")[:, None], (rows, width))
+    index = ops.reshape(ops.stack([row_of, ids], axis=-1), (-1, 2))
+    spread = ops.scatter(index, ops.reshape(_int(allowed), (-1,)), (rows, self.vocab_size))
     return spread > 0
 
   def update(self, state: TreeState, tokens) -> TreeState:
     """The state after appending tokens int32 [rows] (clipped, so any token is safe)."""
-    tokens = tf.cast(tokens, tf.int32)
+    tokens = _int(tokens)
     if self.target_words:
       piece, _ = self._next_piece(state)
-      word = tf.equal(tokens, piece) & (state.words_left > 0)
+      word = ops.equal(tokens, piece) & (state.words_left > 0)
     else:
-      word = tf.gather(self._is_xx, tokens)
-    opened = tf.gather(self._is_open, tokens) & ~word
-    closed = tf.gather(self._is_close, tokens) & ~word & (state.depth > 0)
-    label = tf.gather(self._label_of, tokens)
-    slot = tf.minimum(state.depth, self.max_depth - 1)
-    at_slot = tf.equal(tf.range(self.max_depth)[tf.newaxis], slot[:, tf.newaxis])
-    stack = tf.where(at_slot & opened[:, tf.newaxis], label[:, tf.newaxis], state.stack)
-    depth = state.depth + tf.cast(opened, tf.int32) - tf.cast(closed, tf.int32)
+      word = ops.take(self._is_xx, tokens)
+    opened = ops.take(self._is_open, tokens) & ~word
+    closed = ops.take(self._is_close, tokens) & ~word & (state.depth > 0)
+    label = ops.take(self._label_of, tokens)
+    slots = ops.arange(self.max_depth, dtype="int32")[None]
+    slot = ops.minimum(state.depth, self.max_depth - 1)
+    at_slot = ops.equal(slots, slot[:, None])
+    stack = ops.where(at_slot & opened[:, None], label[:, None], state.stack)
+    depth = state.depth + _int(opened) - _int(closed)
     only_child = ()
     if self.no_unary_repeat:
       # The innermost constituent gains a child: a word (MANY) or the one just opened.
-      innermost = tf.equal(tf.range(self.max_depth)[tf.newaxis],
-                           tf.maximum(state.depth - 1, 0)[:, tf.newaxis]) & (
-                               state.depth > 0)[:, tf.newaxis]
-      child = tf.where(opened, label, MANY)[:, tf.newaxis]
-      gained = tf.where(tf.equal(state.only_child, NO_CHILD), child, MANY)
-      only_child = tf.where(innermost & (opened | word)[:, tf.newaxis], gained, state.only_child)
-      only_child = tf.where(at_slot & opened[:, tf.newaxis], NO_CHILD, only_child)
+      innermost = ops.equal(slots, ops.maximum(state.depth - 1, 0)[:, None]) & (
+          state.depth > 0)[:, None]
+      child = ops.where(opened, label, MANY)[:, None]
+      gained = ops.where(ops.equal(state.only_child, NO_CHILD), child, MANY)
+      only_child = ops.where(innermost & (opened | word)[:, None], gained, state.only_child)
+      only_child = ops.where(at_slot & opened[:, None], NO_CHILD, only_child)
     return TreeState(
-        words_left=state.words_left - tf.cast(word, tf.int32),
-        depth=tf.clip_by_value(depth, 0, self.max_depth),
+        words_left=state.words_left - _int(word),
+        depth=ops.clip(depth, 0, self.max_depth),
         stack=stack,
-        empty=tf.where(opened, True, tf.where(word | closed, False, state.empty)),
+        empty=ops.where(opened, True, ops.where(word | closed, False, state.empty)),
         budget=state.budget - 1,
-        open_run=tf.where(opened, state.open_run + 1, 0),
+        open_run=ops.where(opened, state.open_run + 1, 0),
         only_child=only_child,
         source=state.source,
-        position=(state.position + tf.cast(word, tf.int32)) if self.target_words else ())
+        position=(state.position + _int(word)) if self.target_words else ())
 
 
 def make_tree_constraint(decode_hparams, input_encoder, target_encoder, eos_id: int,

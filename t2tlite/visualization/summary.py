@@ -45,7 +45,13 @@ def heatmap_grid(weights: np.ndarray) -> np.ndarray:
 
 
 def fixed_dev_sentence(problem, data_dir: Optional[str]):
-  """(source ids, target ids, source pieces, target pieces) of the first non-empty dev pair."""
+  """(source ids, target ids, source pieces, target pieces) of the first non-empty dev pair.
+
+  None when there is none, or no text to show: batches saved as numpy
+  (numpy_batches.SavedBatches) stand in for a problem with ids only.
+  """
+  if not hasattr(problem, "encoders"):
+    return None
   encoders = problem.encoders(data_dir)
   sources, targets = problem.eval_text("dev", data_dir)
   for source, target in zip(sources, targets):
