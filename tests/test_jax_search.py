@@ -76,6 +76,58 @@ def test_jax_beam_search_returns_the_tensorflow_beams(seed, beam, alpha, max_len
   assert len(set(lengths[lengths > 0].tolist())) > 1
 
 
+class _ParityConstraint:
+  """A mask-only token constraint (no candidate lists), written over `ops` (tf or jax.numpy):
+  after an even token only odd ones may follow and after an odd one only even ones; EOS
+  always. Exercises the searches' masked path, which the tree constraint (listed) skips."""
+
+  def __init__(self, ops, arange, vocab):
+    self.ops, self.arange, self.vocab = ops, arange, vocab
+
+  def initial_state(self, batch):
+    return {"last": self.ops.zeros([batch], "int32")}
+
+  def mask(self, state):
+    tokens = self.arange(self.vocab)[None]
+    return ((tokens + state["last"][:, None]) % 2 == 1) | (tokens == 1)
+
+  def update(self, state, tokens):
+    return {"last": tokens}
+
+
+def test_jax_beam_search_under_a_mask_constraint_returns_the_tensorflow_beams():
+  import jax.numpy as jnp
+  import tensorflow as tf
+
+  from t2tlite.decoding import jax_search, search
+
+  table, lengths = _table(4), np.array([6, 3, 9], np.int32)
+
+  def tf_step(ids, step, st, horizon=None):
+    return tf.gather_nd(table, tf.stack([st["state"], ids], axis=1)), {
+        "state": (st["state"] + ids + step) % STATES}
+
+  def jax_step(ids, step, st, horizon=None):
+    return jnp.asarray(table)[st["state"], ids], {"state": (st["state"] + ids + step) % STATES}
+
+  state = {"state": np.arange(3, dtype=np.int32) % STATES}
+  tf_rule, jax_rule = _ParityConstraint(tf, tf.range, VOCAB), _ParityConstraint(jnp, jnp.arange, VOCAB)
+  tf_result = search.beam_search(tf_step, tf.zeros([3], tf.int32), state, 3, 0.6,
+                                 tf.constant(lengths), 9, constraint=tf_rule,
+                                 constraint_state=tf_rule.initial_state(3))
+  jax_result = jax_search.beam_search(jax_step, jnp.zeros([3], jnp.int32), state, 3, 0.6,
+                                      jnp.asarray(lengths), 9, constraint=jax_rule,
+                                      constraint_state=jax_rule.initial_state(3))
+  ids = tf_result.ids.numpy()
+  np.testing.assert_array_equal(np.asarray(jax_result.ids), ids)
+  np.testing.assert_allclose(np.asarray(jax_result.scores), tf_result.scores.numpy(), atol=1e-5)
+  assert (tf_result.lengths.numpy() > 2).any()  # Hypotheses long enough to show the rule.
+  # The rule held: consecutive tokens before the EOS alternate in parity.
+  for row in ids.reshape(-1, ids.shape[-1]):
+    body = list(row[:list(row).index(1)]) if 1 in row else []
+    assert all((a + b) % 2 == 1 for a, b in zip([0] + body, body)), row
+
+
 def test_jax_decoder_decodes_the_tiny_transformer_as_tensorflows_decoder(tmp_path):
   weights = str(tmp_path / "weights.npz")
   out = {}
