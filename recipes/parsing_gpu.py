@@ -99,6 +99,9 @@ def run_hparams(extra: str) -> str:
 def run(args) -> None:
   """Trains (resuming), then decodes each split not yet decoded, within --budget_seconds."""
   start = time.time()
+  if os.path.exists(os.path.join(args.out, "result.json")):
+    log(f"{args.out}/result.json exists: the run is finished, nothing to do")
+    return
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.prep, "decode.json")) as f:
     prepared = json.load(f)
@@ -137,13 +140,13 @@ def decode_splits(args, prepared: dict, train_dir: str) -> dict:
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.jax_search import JaxDecoder
   from t2tlite.decoding.tree_constraint import TreeConstraint
-  from t2tlite.training import run_dir
+  from t2tlite.training import checkpoint_manifest, run_dir
 
   model, checkpoint = run_dir.load_model(train_dir, hparams_overrides="packed_batches=false")
   hp = (DecodeHParams().override(prepared["decode_hparams"]).override(GPU_DECODE_BATCH)
         .override(args.decode_hparams))
   decoder = JaxDecoder(model, hp, TreeConstraint(**prepared["tree_constraint"]))
-  out = {"steps": int(os.path.basename(checkpoint).rsplit("-", 1)[1].split(".")[0]),
+  out = {"steps": checkpoint_manifest.step_of(checkpoint),
          "checkpoint": os.path.basename(checkpoint), "params": int(model.count_params()),
          "decode_hparams": str(hp), "device": str(jax.devices()[0].device_kind)}
   for split in SPLITS:

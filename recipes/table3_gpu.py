@@ -194,7 +194,7 @@ def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
   from t2tlite.constants import EOS_ID
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.jax_search import JaxDecoder
-  from t2tlite.training import losses, run_dir
+  from t2tlite.training import checkpoint_manifest, losses, run_dir
 
   model, checkpoint = run_dir.load_model(train_dir, hparams_overrides="packed_batches=false")
   dev = os.path.join(prep, "dev_ids.npz")
@@ -231,7 +231,7 @@ def evaluate(train_dir: str, prep: str, out: str, dev_lines: int = 0) -> dict:
   hypotheses = decoder.decode_ids(sources)
   decode_seconds = time.time() - began
   numpy_batches.save_id_lists(os.path.join(out, "dev_hypotheses.npz"), ids=hypotheses)
-  steps = int(os.path.basename(checkpoint).rsplit("-", 1)[1].split(".")[0])
+  steps = checkpoint_manifest.step_of(checkpoint)
   hparams = model.hparams
   return {"steps": steps, "dev_ppl": float(np.exp(nll / tokens)), "dev_nll": nll,
           "dev_tokens": tokens, "dev_lines": len(sources), "decode_seconds": decode_seconds,

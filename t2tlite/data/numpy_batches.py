@@ -257,4 +257,3 @@ def load_id_lists(path: str, name: str):
   """The list NAME saved by `save_id_lists` in `path`: a list of lists of ints."""
   arrays = np.load(path)
   return [[int(i) for i in row[:n]] for row, n in zip(arrays[name], arrays[name + "_lengths"])]
-
