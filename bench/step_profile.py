@@ -25,7 +25,11 @@ Groups (first match wins, by TensorFlow op type and name scope):
   other         the remainder (residual adds, reshapes, transposes, masks)
 Shares are of the summed op self-time (idle excluded). Only the uncompiled step
 (--xla false, the trainer's CPU default) can be broken down this way: with XLA
-the whole update is one compiled op in the trace.
+the whole update is one compiled op in the trace. In the uncompiled step the loss
+is compiled alone (hparams xla_loss, on by default): its XLA executions do not
+appear among the framework ops, so their wall time is read from the trace and
+counted under "loss over V" (op type "XLA cluster"). --xla_loss false profiles
+the loss uncompiled.
 
   python bench/step_profile.py --shape base --steps 3 --output_json profile.json
 """
@@ -61,6 +65,8 @@ def group_of(op_type: str, name: str) -> str:
   lowered = name.lower()
   if kernel_free(op_type) in MATMUL_TYPES:
     return "matmul"
+  if op_type == "XLA cluster":  # The only XLA cluster of an uncompiled step: the loss.
+    return "loss over v"
   if op_type in RANDOM_TYPES or "dropout" in lowered:
     return "dropout"
   if ("adam" in lowered or "global_norm" in lowered
@@ -90,6 +96,21 @@ def read_op_stats(xplane_paths):
           if r["type"] != "IDLE"]
 
 
+def read_xla_cluster_time(xplane_paths):
+  """[("XLA cluster", name, microseconds)]: the wall time of every XLA executable run.
+
+  An uncompiled step's XLA clusters (the loss with xla_loss) run inside one
+  TensorFlow op whose time the framework op statistics leave out; the trace
+  viewer's events hold it, as "CpuExecutable::ExecuteAsyncOnStream".
+  """
+  from xprof.convert import raw_to_tool_data
+  data, _ = raw_to_tool_data.xspace_to_tool_data(xplane_paths, "trace_viewer", {})
+  events = json.loads(data).get("traceEvents", [])
+  total = sum(e.get("dur", 0.0) for e in events
+              if e.get("ph") == "X" and e.get("name") == "CpuExecutable::ExecuteAsyncOnStream")
+  return [("XLA cluster", "loss (xla_loss)", float(total))] if total else []
+
+
 def shares(op_stats):
   """{group: share of the summed self-time}, plus the top ops of each group."""
   by_group = collections.Counter()
@@ -115,7 +136,7 @@ def profile(args):
   strategy = distribution.make_strategy(cpu_devices=1)
   name, vocab = SHAPES[args.shape][:2]
   hp = registry.hparams(name).replace(input_vocab_size=vocab, target_vocab_size=vocab).override(
-      f"xla={'true' if args.xla else 'false'},dtype={args.dtype}")
+      f"xla={'true' if args.xla else 'false'},dtype={args.dtype},xla_loss={args.xla_loss}")
   _, step = build_tf_step(hp, strategy)
   rng = np.random.default_rng(1)
   batch = {key: tf.constant(rng.integers(2, vocab, (args.batch, args.length)), tf.int32)
@@ -138,6 +159,8 @@ def main():
   parser.add_argument("--shape", default="base", choices=RANDOM_ID_SHAPES)
   parser.add_argument("--dtype", default="float32")
   parser.add_argument("--xla", default="false", choices=("true", "false"))
+  parser.add_argument("--xla_loss", default="true", choices=("true", "false"),
+                      help="hparams xla_loss: the loss compiled alone in the uncompiled step")
   parser.add_argument("--batch", type=int, default=64)
   parser.add_argument("--length", type=int, default=32, help="source = target length")
   parser.add_argument("--warmup", type=int, default=2)
@@ -149,8 +172,9 @@ def main():
   logdir, paths = profile(args)
   if not paths:
     sys.exit(f"no profile was written under {logdir}")
-  total, table = shares(read_op_stats(paths))
-  print(f"{args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, batch {args.batch} x "
+  total, table = shares(read_op_stats(paths) + read_xla_cluster_time(paths))
+  print(f"{args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, "
+        f"xla_loss {args.xla_loss}, batch {args.batch} x "
         f"{args.length}: {total / 1e3 / args.steps:.0f} ms of op self-time per step")
   for group, row in table.items():
     ops = ", ".join(f"{k} {v:.1%}" for k, v in row["top_ops"].items())

@@ -82,14 +82,15 @@ def one_device():
   return run(tiny_hparams(**EXACT))
 
 
-@pytest.mark.parametrize("replicas,accumulate,xla", [
-    (2, 1, False),  # MirroredStrategy over 2 logical CPUs.
-    (1, 2, True),  # Gradient accumulation inside the XLA-compiled step.
-    (2, 2, True),  # Both: 4 micro-batches of 2 rows.
+@pytest.mark.parametrize("replicas,accumulate,xla,xla_loss", [
+    (2, 1, False, True),  # MirroredStrategy over 2 logical CPUs.
+    (1, 2, True, True),  # Gradient accumulation inside the XLA-compiled step.
+    (2, 2, True, True),  # Both: 4 micro-batches of 2 rows.
+    (1, 1, False, False),  # No XLA at all: the reference's loss is compiled alone (xla_loss).
 ])
 def test_replicas_and_accumulation_match_one_device_big_batch(one_device, replicas, accumulate,
-                                                              xla):
-  hp = tiny_hparams(**dict(EXACT, accumulate_steps=accumulate, xla=xla))
+                                                              xla, xla_loss):
+  hp = tiny_hparams(**dict(EXACT, accumulate_steps=accumulate, xla=xla, xla_loss=xla_loss))
   got = run(hp, two_devices() if replicas == 2 else None)
   for mine, ref in zip(got["metrics"], one_device["metrics"]):
     for key in ("loss", "nll", "tokens", "correct", "grad_norm"):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2tlite.layers import attention, embedding, transformer_layers
+from t2tlite.layers import attention, dropout, embedding, transformer_layers
 from tests.helpers import paper_positional_encoding
 from tests.layer_test_case import run_layer_test
 
@@ -88,6 +88,49 @@ def test_attention_dropout_is_stateless_and_scaled():
   c = attention.scaled_dot_product_attention(q, k, v, None, 0.5, tf.constant([3, 4]))
   np.testing.assert_array_equal(a.numpy(), b.numpy())
   assert not np.allclose(a.numpy(), c.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("rate", [0.1, 0.3])
+def test_dropout_drops_the_rate_in_every_dtype(dtype, rate):
+  """The drop fraction of 2^22 units is round(rate * 2^16) / 2^16 within 5 binomial standard
+  deviations (about 7e-4 at 0.1), bfloat16 included (Keras's TensorFlow dropout draws bfloat16
+  uniforms there, which drop 13/128 = 10.16% at rate 0.1); kept units are scaled by 1 / (1 - rate)."""
+  layer = dropout.Dropout(rate, seed=11, dtype=dtype)
+  x = tf.ones([1024, 4096], dtype)
+  dropped = [float(tf.reduce_mean(tf.cast(layer(x, training=True) == 0, tf.float32)))
+             for _ in range(2)]
+  exact = round(rate * 2 ** 16) / 2 ** 16
+  sigma = np.sqrt(exact * (1 - exact) / x.shape.num_elements())
+  for fraction in dropped:
+    assert abs(fraction - exact) < 5 * sigma, (fraction, exact)
+  assert dropped[0] != dropped[1]  # The seed generator moves on at every call.
+  y = layer(x, training=True).numpy().astype(np.float32)
+  np.testing.assert_array_equal(np.unique(y), [0.0, np.float32(tf.cast(1 / (1 - rate), dtype))])
+  np.testing.assert_array_equal(layer(x, training=False).numpy(), x.numpy())
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 8), (7, 333), (1,)])
+def test_dropout_mask_is_a_pure_function_of_the_seed_and_its_gradient_is_the_mask(shape):
+  """Even last axes pair draws along it, odd ones along the flattened tensor: either way the
+  same seed gives the same mask, under XLA too, and d output / d input = mask / (1 - rate)."""
+  x = tf.constant(np.random.RandomState(0).randn(*shape), tf.float32)
+  seed = tf.constant([5, 6])
+  mask = dropout.keep_mask(x, 0.5, seed).numpy()
+  np.testing.assert_array_equal(mask, dropout.keep_mask(x, 0.5, seed).numpy())
+  compiled = tf.function(lambda t: dropout.keep_mask(t, 0.5, seed), jit_compile=True)
+  np.testing.assert_array_equal(mask, compiled(x).numpy())
+  if x.shape.num_elements() > 8:
+    assert 0 < mask.mean() < 1
+    assert not np.array_equal(mask, dropout.keep_mask(x, 0.5, tf.constant([5, 7])).numpy())
+  layer = dropout.Dropout(0.25, seed=2)
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = layer(x, training=True)
+  grad = tape.gradient(y, x).numpy()
+  kept = y.numpy() != 0
+  np.testing.assert_allclose(grad, kept / 0.75, rtol=1e-6)
+  np.testing.assert_allclose(y.numpy()[kept], x.numpy()[kept] / 0.75, rtol=1e-6)
 
 
 def test_attention_layer_contract():

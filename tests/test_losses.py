@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2tlite import tf_compiled
 from t2tlite.training import losses
 
 
@@ -66,17 +67,20 @@ def test_smoothed_loss_minimum_is_at_the_smoothed_distribution():
   np.testing.assert_allclose(tape.gradient(xent, logits).numpy(), 0.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_loss_gradient_equals_autodiff_of_the_textbook_formula(eps):
+def test_loss_gradient_equals_autodiff_of_the_textbook_formula(eps, compiled):
   """The written-out gradient (softmax - q, with padding masked) against TensorFlow's autodiff of
-  -sum_v q_v log_softmax(l)_v, on random logits of a large range, in float32 and bfloat16."""
+  -sum_v q_v log_softmax(l)_v, on random logits of a large range, in float32 and bfloat16; also
+  the loss compiled alone with XLA (tf_compiled.xla_token_loss_sums, hparams xla_loss)."""
+  token_loss_sums = tf_compiled.xla_token_loss_sums if compiled else losses.token_loss_sums
   rng = np.random.default_rng(7)
   vocab = 13
   labels = tf.constant(rng.integers(0, vocab, (3, 6)), tf.int32)  # Some are PAD_ID (0).
   for dtype in (tf.float32, tf.bfloat16):
     logits = tf.Variable(tf.cast(rng.normal(size=(3, 6, vocab)) * 6, dtype))
     with tf.GradientTape(persistent=True) as tape:
-      sums = losses.token_loss_sums(logits, labels, eps)
+      sums = token_loss_sums(logits, labels, eps)
       q = tf.one_hot(labels, vocab) * (1 - eps - eps / (vocab - 1)) + eps / (vocab - 1)
       weights = tf.cast(labels != 0, tf.float32)
       textbook = tf.reduce_sum(

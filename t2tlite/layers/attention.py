@@ -43,6 +43,7 @@ import keras
 from keras import ops
 
 from t2tlite.constants import NEG_INF, PAD_ID
+from t2tlite.layers.dropout import keep_mask
 
 
 def padding_mask(ids, pad_id: int = PAD_ID):
@@ -193,7 +194,7 @@ def _explicit_attention(query, key, value, mask, dropout_rate, seed):
     weights = ops.softmax(logits, axis=-1)
   attended = weights
   if dropout_rate > 0.0:
-    keep = _uniform(ops.shape(weights), seed) >= dropout_rate
+    keep = _keep_mask(weights, dropout_rate, seed)
     attended = ops.where(keep, weights / (1.0 - dropout_rate), 0.0)
   attended = ops.cast(attended, value.dtype)
   if one_query:
@@ -202,18 +203,21 @@ def _explicit_attention(query, key, value, mask, dropout_rate, seed):
   return ops.einsum("bhts,bshd->bthd", attended, value), weights  # [B, T, h, d_v]
 
 
-def _uniform(shape, seed):
-  """Uniform [0, 1) float32 noise, a pure function of `seed`.
+def _keep_mask(weights, rate, seed):
+  """Attention dropout's keep mask, a pure function of `seed`, shaped as `weights`.
 
-  keras.random takes a SeedGenerator or an int on every backend, and a seed
-  tensor under JAX; a [2] seed tensor under TensorFlow (what a SeedGenerator
-  draws inside a compiled step) goes to TF's stateless op, imported here only
-  on that backend, where it is loaded already.
+  Under TensorFlow, the 16-bit draws of t2tlite/layers/dropout.py (the rate exact
+  to 2^-16, half the random bits); `seed` is then a SeedGenerator, an int, or a
+  [2] seed tensor (what a SeedGenerator draws inside a compiled step). Other
+  backends draw keras.random's float32 uniforms, which take any of those seeds.
   """
-  if isinstance(seed, (int, keras.random.SeedGenerator)) or keras.config.backend() != "tensorflow":
-    return keras.random.uniform(shape, seed=seed)
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.random.stateless_uniform(shape, seed=seed)
+  if keras.config.backend() != "tensorflow":
+    return keras.random.uniform(ops.shape(weights), seed=seed) >= rate
+  if isinstance(seed, keras.random.SeedGenerator):
+    seed = seed.next()
+  elif isinstance(seed, int):
+    seed = ops.convert_to_tensor([seed, 0], "int32")
+  return keep_mask(weights, rate, seed)
 
 
 def __getattr__(name):

@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from t2tlite.layers.attention import MultiHeadAttention
+from t2tlite.layers.dropout import Dropout
 
 
 class FeedForward(keras.layers.Layer):
@@ -25,7 +26,7 @@ class FeedForward(keras.layers.Layer):
     self.inner = keras.layers.Dense(self.d_ff, activation=self.activation,
                                     dtype=self.dtype_policy, name="inner")
     self.inner.build(input_shape)
-    self.dropout = keras.layers.Dropout(self.relu_dropout, dtype=self.dtype_policy)
+    self.dropout = Dropout(self.relu_dropout, dtype=self.dtype_policy)
     self.outer = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="outer")
     self.outer.build(tuple(input_shape[:-1]) + (self.d_ff,))
 
@@ -76,7 +77,7 @@ class _SubLayerWrapper(keras.layers.Layer):
     norm = keras.layers.LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm")
     norm.build(shape)
-    return norm, keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+    return norm, Dropout(self.dropout, dtype=self.dtype_policy)
 
   def _feed_forward(self, shape):
     ffn = FeedForward(self.d_ff, self.activation, self.relu_dropout,

@@ -25,6 +25,7 @@ from keras import ops
 from t2tlite.constants import PAD_ID
 from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.layers.attention import packed_attention_masks, padding_mask
+from t2tlite.layers.dropout import Dropout
 from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
 from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
@@ -100,8 +101,8 @@ class Transformer(keras.Model):
 
     source_position = positions("source_position")
     target_position = positions("target_position")
-    source_dropout = keras.layers.Dropout(hp.dropout, dtype=dtype, name="source_dropout")
-    target_dropout = keras.layers.Dropout(hp.dropout, dtype=dtype, name="target_dropout")
+    source_dropout = Dropout(hp.dropout, dtype=dtype, name="source_dropout")
+    target_dropout = Dropout(hp.dropout, dtype=dtype, name="target_dropout")
     encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
                       for i in range(hp.num_encoder_layers)]
     decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)

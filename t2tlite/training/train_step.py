@@ -25,13 +25,16 @@ per-replica step and the metric sums are reduced across replicas.
   MultiWorkerMirroredStrategy the forward/backward pass of each replica is
   compiled, and the all-reduce and the optimizer run around it. Either way
   `step` is traced once per batch shape, so XLA compiles once per bucket
-  shape; `compilations(step)` reports how many traces there were.
+  shape; `compilations(step)` reports how many traces there were. A step not
+  compiled whole still compiles its loss over the vocabulary alone
+  (`hparams.xla_loss`, on by default; t2tlite/tf_compiled.py says why), once per
+  batch shape.
 """
 
 import keras
 import tensorflow as tf
 
-from t2tlite import xla_choice
+from t2tlite import tf_compiled, xla_choice
 from t2tlite.constants import PAD_ID
 from t2tlite.training import distribution, losses
 
@@ -41,6 +44,13 @@ SUM = tf.distribute.ReduceOp.SUM
 
 def _sums_dict(sums: losses.TokenLossSums):
   return {key: getattr(sums, key) for key in METRIC_KEYS}
+
+
+def loss_sums_function(hparams):
+  """losses.token_loss_sums, or its XLA-compiled form where the step around it is uncompiled."""
+  if hparams.xla_loss and not xla_choice.train_xla(hparams):
+    return tf_compiled.xla_token_loss_sums
+  return losses.token_loss_sums
 
 
 def real_tokens(targets):
@@ -60,13 +70,14 @@ def make_train_step(model, optimizer, hparams, strategy=None):
   num_micro = hparams.accumulate_steps
   loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
   sync = distribution.needs_cross_replica_sync(strategy)
+  loss_sums = loss_sums_function(hparams)
 
   def micro_batch_gradients(batch, global_tokens):
     """Gradients of (loss sum / global_tokens) for one micro-batch, and its metric sums."""
     with tf.GradientTape() as tape:
       logits = model(batch, training=True)
-      sums = losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing,
-                                    batch.get("targets_segmentation"))
+      sums = loss_sums(logits, batch["targets"], hparams.label_smoothing,
+                       batch.get("targets_segmentation"))
       loss = sums.loss / global_tokens
       if loss_scaled:
         loss = optimizer.scale_loss(loss)

@@ -1,0 +1,60 @@
+"""Dropout (Section 5.4) whose keep mask is drawn from 16 random bits per element.
+
+Why not `keras.layers.Dropout` as it is: under TensorFlow it calls
+`tf.nn.experimental.stateless_dropout`, which draws one uniform number *of the
+input's dtype* per element and drops where it is below the rate. Under
+mixed_bfloat16 the inputs are bfloat16, whose uniform numbers take only 128
+values (7 mantissa bits), so rate 0.1 drops 13/128 = 10.16% of the units, not
+10%; and each draw costs one 32-bit Philox output plus a conversion to float,
+about 4% of a base training step on a CPU (bench/README.md).
+
+Here, under TensorFlow, one 32-bit Philox output gives two 16-bit draws and a
+unit is dropped when its draw is below round(rate * 2^16): the rate is exact to
+2^-16 whatever the dtype (0.1 drops 6554/65536 = 0.100006), and the random bits
+cost half. Kept units are scaled by 1 / (1 - rate), as the paper's inverted
+dropout. Other backends keep Keras's own dropout (JAX draws float32 uniforms
+inside its compiled step, where they are cheap).
+"""
+
+import keras
+from keras import ops
+
+_BITS = 16
+
+
+class Dropout(keras.layers.Dropout):
+  """keras.layers.Dropout with 16-bit keep masks under TensorFlow (see the module doc)."""
+
+  def call(self, inputs, training=False):
+    if (not training or self.rate <= 0.0 or self.rate >= 1.0 or self.noise_shape is not None
+        or keras.config.backend() != "tensorflow"):
+      return super().call(inputs, training=training)
+    keep = keep_mask(inputs, self.rate, self.seed_generator.next())
+    return inputs * ops.cast(keep, inputs.dtype) * ops.cast(1.0 / (1.0 - self.rate), inputs.dtype)
+
+
+def keep_mask(x, rate, seed):
+  """Bool tensor shaped as `x`, each element True with probability 1 - round(rate * 2^16) / 2^16.
+
+  TensorFlow only: `seed` is a [2] integer tensor (a SeedGenerator's draw), and
+  the mask is a pure function of it and of x's shape. Two 16-bit draws come from
+  each 32-bit word of TF's stateless Philox stream, paired along the last axis
+  when it is even (every dropout site of the model), else along the flattened tensor.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel  # TF backend only.
+  # As Keras's own TF dropout: XLA wants int32 seeds, the SeedGenerator holds int64.
+  seed = tf.cast(tf.math.floormod(tf.cast(seed, tf.int64), tf.int32.max - 1), tf.int32)
+  threshold = tf.constant(round(rate * 2 ** _BITS), tf.uint16)
+  shape = tf.shape(x)
+  last = x.shape[-1]
+  if last is not None and last % 2 == 0:
+    words_shape = tf.concat([shape[:-1], [last // 2]], 0)
+    words = tf.random.stateless_uniform(words_shape, seed=seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)
+    draws = tf.reshape(tf.bitcast(words, tf.uint16), shape)  # [..., last / 2, 2] -> [..., last]
+  else:
+    size = tf.size(x)
+    words = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
+                                        maxval=None, dtype=tf.uint32)
+    draws = tf.reshape(tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size], shape)
+  return draws >= threshold
