@@ -37,3 +37,36 @@ def test_constant_multiplier_and_schedule_config():
   schedule = optimization.NoamSchedule(256, 100, constant=2.0)
   np.testing.assert_allclose(float(schedule(9)), 2.0 * paper_lrate(10, 256, 100), rtol=1e-6)
   assert optimization.NoamSchedule(**schedule.get_config()).get_config() == schedule.get_config()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_adam_update_is_the_paper_s_adam_step_by_step(compiled):
+  """The optimizer (TensorFlow's fused Adam kernel under TensorFlow) against Adam written out in
+  numpy, over 5 updates of random gradients, eagerly and inside a tf.function (the train step):
+  m += (1 - b1)(g - m), v += (1 - b2)(g^2 - v), w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps)."""
+  import keras
+  import tensorflow as tf
+  hp = registry.hparams("transformer_tiny").replace(learning_rate_schedule="constant",
+                                                     learning_rate_constant=0.01)
+  rng = np.random.default_rng(5)
+  start = [rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=(7,)).astype(np.float32)]
+  grads = [[rng.normal(size=w.shape).astype(np.float32) * 10 ** rng.uniform(-3, 1) for w in start]
+           for _ in range(5)]
+  weights = [keras.Variable(w) for w in start]
+  opt = optimization.make_optimizer(hp)
+  opt.build(weights)
+  apply = lambda g: opt.apply_gradients(zip(g, weights))  # noqa: E731
+  if compiled:
+    apply = tf.function(apply)
+  for g in grads:
+    apply([tf.constant(x) for x in g])
+  b1, b2, eps, lr = hp.adam_beta1, hp.adam_beta2, hp.adam_epsilon, 0.01
+  for i, w0 in enumerate(start):
+    w, m, v = w0.astype(np.float64), np.zeros(w0.shape), np.zeros(w0.shape)
+    for t, g in enumerate(grads, start=1):
+      m += (1 - b1) * (g[i] - m)
+      v += (1 - b2) * (g[i] ** 2 - v)
+      w -= lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+    np.testing.assert_allclose(weights[i].numpy(), w, rtol=1e-5, atol=1e-6)
+    assert np.abs(w - w0).max() > 0.01  # The updates moved the weights.
+  assert int(opt.iterations.numpy()) == 5
