@@ -62,7 +62,7 @@ class PreReducedAdam(keras.optimizers.Adam):
     default): 2-3% of the base step's op time (bench/README.md). TensorFlow's
     ResourceApplyAdam computes the same formula in one pass: m += (1 - b1)(g - m),
     v += (1 - b2)(g^2 - v), w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps),
-    t = iterations + 1 (tests/test_optimization.py checks it against Keras's Adam).
+    t = iterations + 1 (tests/test_optimization.py checks it against Adam written in numpy).
     Other backends, and amsgrad, keep Keras's ops (JAX compiles the whole step).
     """
     if keras.config.backend() != "tensorflow" or self.amsgrad:
