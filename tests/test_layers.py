@@ -112,8 +112,8 @@ def test_dropout_drops_the_rate_in_every_dtype(dtype, rate):
 
 @pytest.mark.parametrize("shape", [(3, 5, 8), (7, 333), (1,)])
 def test_dropout_mask_is_a_pure_function_of_the_seed_and_its_gradient_is_the_mask(shape):
-  """Even last axes pair draws along it, odd ones along the flattened tensor: either way the
-  same seed gives the same mask, under XLA too, and d output / d input = mask / (1 - rate)."""
+  """Even and odd sizes (an odd one leaves half a random word unused): the same seed gives
+  the same mask, under XLA too, and d output / d input = mask / (1 - rate)."""
   x = tf.constant(np.random.RandomState(0).randn(*shape), tf.float32)
   seed = tf.constant([5, 6])
   mask = dropout.keep_mask(x, 0.5, seed).numpy()

@@ -38,23 +38,17 @@ def keep_mask(x, rate, seed):
 
   TensorFlow only: `seed` is a [2] integer tensor (a SeedGenerator's draw), and
   the mask is a pure function of it and of x's shape. Two 16-bit draws come from
-  each 32-bit word of TF's stateless Philox stream, paired along the last axis
-  when it is even (every dropout site of the model), else along the flattened tensor.
+  each 32-bit word of TF's stateless Philox stream, in the flattened tensor's
+  order; an odd-sized tensor leaves the last word's second half unused.
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel  # TF backend only.
   # As Keras's own TF dropout: XLA wants int32 seeds, the SeedGenerator holds int64.
   seed = tf.cast(tf.math.floormod(tf.cast(seed, tf.int64), tf.int32.max - 1), tf.int32)
   threshold = tf.constant(round(rate * 2 ** _BITS), tf.uint16)
-  shape = tf.shape(x)
-  last = x.shape[-1]
-  if last is not None and last % 2 == 0:
-    words_shape = tf.concat([shape[:-1], [last // 2]], 0)
-    words = tf.random.stateless_uniform(words_shape, seed=seed, minval=None, maxval=None,
-                                        dtype=tf.uint32)
-    draws = tf.reshape(tf.bitcast(words, tf.uint16), shape)  # [..., last / 2, 2] -> [..., last]
-  else:
-    size = tf.size(x)
-    words = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
-                                        maxval=None, dtype=tf.uint32)
-    draws = tf.reshape(tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size], shape)
-  return draws >= threshold
+  size = tf.size(x)
+  words = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None, maxval=None,
+                                      dtype=tf.uint32)
+  draws = tf.reshape(tf.bitcast(words, tf.uint16), [-1])  # [2 * words]
+  if x.shape[-1] is None or x.shape[-1] % 2:  # Every dropout site of the model has an even width.
+    draws = draws[:size]
+  return tf.reshape(draws, tf.shape(x)) >= threshold
