@@ -46,7 +46,7 @@ class Decoder:
       self._step = model.decode_step_uncached
       self._reorder = search.gather_rows
     # The one compiled search over ids: every decode path (files, dev decoding, export) runs it.
-    self.search_ids = tf.function(self._search_batch,
+    self.search_ids = tf.function(self._search_batch, autograph=False,
                                   jit_compile=xla_choice.decode_xla(model.hparams, decode_hparams.xla),
                                   reduce_retracing=False)
     self.truncated = 0  # Sources cut to max_input_length by the last decode call.
