@@ -16,12 +16,11 @@ from t2tlite.training.losses import token_loss_sums
 
 # Inside an already-compiled step it simply inlines; called from uncompiled
 # code it is compiled once per shape.
-xla_scaled_dot_product_attention = tf.function(scaled_dot_product_attention, autograph=False,
-                                               jit_compile=True)
+xla_scaled_dot_product_attention = tf.function(scaled_dot_product_attention, jit_compile=True)
 
 # The smoothed cross-entropy over the vocabulary and its written-out gradient,
 # one XLA cluster per batch shape (forward and backward each). Uncompiled, each of
 # its ops (cast, max, exp, sums, softmax - q) is a pass over [batch, length,
 # vocab] float32; XLA fuses them into a few passes over the logits as they come
 # (bfloat16 under mixed_bfloat16). bench/README.md has the measurement.
-xla_token_loss_sums = tf.function(token_loss_sums, autograph=False, jit_compile=True)
+xla_token_loss_sums = tf.function(token_loss_sums, jit_compile=True)

@@ -115,7 +115,7 @@ def make_train_step(model, optimizer, hparams, strategy=None):
     sums["grad_norm"] = apply(grads)
     return sums
 
-  compiled_gradients = tf.function(gradients, autograph=False, jit_compile=xla_choice.train_xla(hparams))
+  compiled_gradients = tf.function(gradients, jit_compile=xla_choice.train_xla(hparams))
 
   def synced_step(batch):
     """Several replicas: all-reduce the token count, then the gradients."""
@@ -128,7 +128,7 @@ def make_train_step(model, optimizer, hparams, strategy=None):
   if sync:
     replica_step = synced_step
   else:
-    compiled_whole = tf.function(whole_step, autograph=False, jit_compile=xla_choice.train_xla(hparams))
+    compiled_whole = tf.function(whole_step, jit_compile=xla_choice.train_xla(hparams))
     replica_step = lambda batch: compiled_whole(batch)  # noqa: E731 (see make_eval_step)
 
   def step(batch):
@@ -147,7 +147,7 @@ def make_eval_step(model, hparams, strategy=None):
     return _sums_dict(losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing,
                                              batch.get("targets_segmentation")))
 
-  compiled = tf.function(replica_step, autograph=False, jit_compile=xla_choice.train_xla(hparams))
+  compiled = tf.function(replica_step, jit_compile=xla_choice.train_xla(hparams))
 
   def step(batch):
     # A plain function around the compiled one: strategy.run would otherwise
@@ -167,7 +167,7 @@ def _trace_per_shape_if_xla(step, hparams):
   shapes. reduce_retracing relaxes [rows, length] to [None, None] at the second
   shape, so the whole run traces twice.
   """
-  return tf.function(step, autograph=False, reduce_retracing=not xla_choice.train_xla(hparams))
+  return tf.function(step, reduce_retracing=not xla_choice.train_xla(hparams))
 
 
 def compilations(step) -> int:
