@@ -46,6 +46,9 @@ class Decoder:
       self._step = model.decode_step_uncached
       self._reorder = search.gather_rows
     # The one compiled search over ids: every decode path (files, dev decoding, export) runs it.
+    # Without AutoGraph: the search's loops are tf.while_loops and nothing branches on a
+    # tensor, so AutoGraph would only rewrite the source of every function it reaches
+    # (the beam-21 parsing search traced in 10.4 s with it, 3.4 s without).
     self.search_ids = tf.function(self._search_batch, autograph=False,
                                   jit_compile=xla_choice.decode_xla(model.hparams, decode_hparams.xla),
                                   reduce_retracing=False)
