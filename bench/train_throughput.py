@@ -143,11 +143,6 @@ def parse_args(argv=None):
                  help="ours: hparams flash_attention (a fused flash kernel where Keras has one)")
   p.add_argument("--compare_flash", action="store_true",
                  help="also measure ours with the opposite --flash_attention in every round")
-  p.add_argument("--flat_state", type=str2bool, default=True,
-                 help="ours under JAX: the step's state as one buffer per dtype (JaxTrainer's "
-                      "default) or as one array per variable")
-  p.add_argument("--compare_flat_state", action="store_true",
-                 help="ours under JAX: also measure the opposite --flat_state in every round")
   p.add_argument("--pipelined", action="store_true",
                  help="ours under JAX: also time the steps dispatched back to back with one host "
                       "sync at the end, as t2t-trainer runs (it reads the loss at log lines only); "
@@ -322,7 +317,7 @@ def run_ours_jax(args):
   V, S, T = hp.target_vocab_size, args.src_len, args.tgt_len
   B = args.batch * args.accumulate
   model, optimizer = build_model(hp)
-  trainer = JaxTrainer(model, optimizer, hp, flat_state=args.flat_state)
+  trainer = JaxTrainer(model, optimizer, hp)
   if args.shape in REAL_DATA:  # tf.data batches (TensorFlow present), as t2t-trainer feeds them.
     return dict(run_real_batches(
         args, hp, model, lambda b: trainer.train_step({k: v.numpy() for k, v in b.items()}),
@@ -552,14 +547,7 @@ def systems_for(args, case):
              (" flash attention" if flash else ""))
     out.append((variant_key(i, variant, variants[0]), label, me + [
         f"--backend={backend}", f"--dtype={dtype}", f"--xla={xla}", f"--devices={devices}",
-        f"--accumulate={accumulate}", f"--flash_attention={flash}",
-        f"--flat_state={args.flat_state}"], {"KERAS_BACKEND": backend}))
-  if args.compare_flat_state and variants[0][4] == "jax":
-    key, label, cmd, env = out[0]
-    flat = not args.flat_state
-    out.append((f"ours_{'flat' if flat else 'per_array'}_state",
-                label + (" flat state" if flat else " per-array state"),
-                cmd[:-1] + [f"--flat_state={flat}"], env))
+        f"--accumulate={accumulate}", f"--flash_attention={flash}"], {"KERAS_BACKEND": backend}))
   if shape in REAL_DATA:  # Ours only: the peers train on random ids.
     return out
   amps = [x for x in args.torch_amp.split(",") if x] if args.torch_python else []

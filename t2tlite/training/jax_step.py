@@ -8,13 +8,6 @@ compiles it. Between updates the state lives only in those arrays; it is
 written back into the Keras variables (`write_to_model`) when something
 outside the step reads them: a checkpoint, `best/`, the weights checksum.
 
-The state crosses jit as a few flat buffers, one per dtype (`FlatState`),
-not as its ~560 arrays (transformer_base: weights, Adam's two moments, seed
-states): a call's host cost grows with its argument count, and where a step
-takes milliseconds on a GPU that cost is a share of the step whenever the
-host waits for the step's result. Inside the step the buffers are sliced
-back into the arrays, so the mathematics is unchanged.
-
 Same mathematics as the TensorFlow step (train_step.py), so the two
 backends train the same model:
 * loss: the label-smoothed token loss (losses.py) summed over the batch's
@@ -74,50 +67,15 @@ def clip_by_global_norm(grads, clip_norm, norm):
   return [(g * scale).astype(g.dtype) for g in grads]
 
 
-class FlatState:
-  """A list of arrays <-> one 1-D buffer per dtype (a tuple, in order of first appearance).
-
-  The layout is fixed by the arrays given at construction (dtype and shape of
-  each); `pack` and `unpack` work inside and outside jit and move data only.
-  """
-
-  def __init__(self, arrays):
-    self.dtypes = []
-    self.layout = []  # Per array: (buffer index, offset, shape).
-    sizes = []
-    for array in arrays:
-      dtype = jnp.dtype(array.dtype)
-      if dtype not in self.dtypes:
-        self.dtypes.append(dtype)
-        sizes.append(0)
-      index = self.dtypes.index(dtype)
-      shape = tuple(array.shape)
-      self.layout.append((index, sizes[index], shape))
-      sizes[index] += int(np.prod(shape, dtype=np.int64))
-
-  def pack(self, arrays) -> tuple:
-    if len(arrays) != len(self.layout):
-      raise ValueError(f"FlatState.pack: {len(arrays)} arrays, the layout has {len(self.layout)}")
-    parts = [[] for _ in self.dtypes]
-    for (index, _, _), array in zip(self.layout, arrays):
-      parts[index].append(jnp.ravel(array).astype(self.dtypes[index]))
-    return tuple(jnp.concatenate(p) if len(p) > 1 else p[0] for p in parts)
-
-  def unpack(self, buffers) -> list:
-    return [jax.lax.slice(buffers[index], (offset,), (offset + math.prod(shape),))
-            .reshape(shape) for index, offset, shape in self.layout]
-
-
 class JaxTrainer:
   """Holds the training state as arrays and applies compiled updates to it.
 
   `state` = (trainable, non_trainable, optimizer variables), each a list in
   the order of `model.trainable_variables`, `model.non_trainable_variables`
-  and `optimizer.variables`; held as `FlatState` buffers between updates
-  unless `flat_state=False` (the per-array layout, kept to measure the two).
+  and `optimizer.variables`.
   """
 
-  def __init__(self, model, optimizer, hparams, distribution=None, flat_state=True):
+  def __init__(self, model, optimizer, hparams, distribution=None):
     if hparams.dtype == "mixed_float16":
       raise JaxStepError("--hparams=dtype=mixed_float16: dynamic loss scaling is in the "
                          "TensorFlow step only; use mixed_bfloat16 (no scaling needed) or "
@@ -128,46 +86,32 @@ class JaxTrainer:
     self.distribution = distribution
     self.train_traces = 0
     self.eval_traces = 0
-    self._sizes = (len(model.trainable_variables), len(model.non_trainable_variables))
-    self._flat = FlatState([v.value for v in self._variables()]) if flat_state else None
+    self._iterations_index = next(i for i, v in enumerate(optimizer.variables)
+                                  if v is optimizer.iterations)
     self.read_from_model()
     # The state's old buffers are reused for the new one (no second copy on the device).
     self._train = jax.jit(self._train_step, donate_argnums=(0,))
     self._eval = jax.jit(self._eval_step)
 
   # --- State <-> Keras variables ---
-  def _variables(self) -> list:
-    return (self.model.trainable_variables + self.model.non_trainable_variables +
-            self.optimizer.variables)
-
-  def _to_state(self, trainable, non_trainable, optimizer_vars):
-    """The three lists as the state jit takes (flat buffers, or the lists themselves)."""
-    if self._flat is None:
-      return (trainable, non_trainable, optimizer_vars)
-    return self._flat.pack(list(trainable) + list(non_trainable) + list(optimizer_vars))
-
-  def _from_state(self, state):
-    """The state as (trainable, non_trainable, optimizer variables) lists."""
-    if self._flat is None:
-      return state
-    arrays = self._flat.unpack(state)
-    a, b = self._sizes
-    return arrays[:a], arrays[a:a + b], arrays[a + b:]
-
   def read_from_model(self) -> None:
     """Takes the state from the Keras variables (after building, restoring, warm starting)."""
     copy = lambda v: jnp.array(v.value, copy=True)  # noqa: E731 - donated later: own buffers.
-    self.state = self._to_state([copy(v) for v in self.model.trainable_variables],
-                                [copy(v) for v in self.model.non_trainable_variables],
-                                [copy(v) for v in self.optimizer.variables])
+    self.state = ([copy(v) for v in self.model.trainable_variables],
+                  [copy(v) for v in self.model.non_trainable_variables],
+                  [copy(v) for v in self.optimizer.variables])
     # Kept on the host too: every update adds one (mixed_float16's skipped updates are refused
     # above), so reading the step does not wait for the device at every update.
-    self._iterations = int(self.optimizer.iterations.value)
+    self._iterations = int(self.state[2][self._iterations_index])
 
   def write_to_model(self) -> None:
     """Writes the state into the Keras variables (copies: the next update donates the state)."""
-    for variable, value in zip(self._variables(), sum(self._from_state(self.state), [])):
-      variable.assign(jnp.array(value, copy=True))
+    trainable, non_trainable, optimizer_vars = self.state
+    for variables, values in ((self.model.trainable_variables, trainable),
+                              (self.model.non_trainable_variables, non_trainable),
+                              (self.optimizer.variables, optimizer_vars)):
+      for variable, value in zip(variables, values):
+        variable.assign(jnp.array(value, copy=True))
 
   @property
   def iterations(self) -> int:
@@ -198,7 +142,8 @@ class JaxTrainer:
 
   def eval_step(self, batch: dict) -> dict:
     """Teacher-forced metric sums of a batch, without dropout; the state is unchanged."""
-    return self._eval(self.state, self.shard_batch(batch))
+    trainable, non_trainable, _ = self.state
+    return self._eval(trainable, non_trainable, self.shard_batch(batch))
 
   def _loss(self, trainable, non_trainable, batch, global_tokens):
     logits, non_trainable = self.model.stateless_call(trainable, non_trainable, batch,
@@ -209,7 +154,7 @@ class JaxTrainer:
 
   def _train_step(self, state, batch):
     self.train_traces += 1  # Runs at trace time only: one per compiled batch shape.
-    trainable, non_trainable, optimizer_vars = self._from_state(state)
+    trainable, non_trainable, optimizer_vars = state
     targets = batch["targets"]
     global_tokens = jnp.maximum(jnp.sum((targets != PAD_ID).astype(jnp.float32)), 1.0)
     grad_fn = jax.grad(self._loss, has_aux=True)
@@ -240,12 +185,10 @@ class JaxTrainer:
     if self.hparams.clip_grad_norm > 0:
       grads = clip_by_global_norm(grads, self.hparams.clip_grad_norm, grad_norm)
     trainable, optimizer_vars = self.optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return (self._to_state(trainable, non_trainable, optimizer_vars),
-            dict(sums, grad_norm=grad_norm))
+    return (trainable, non_trainable, optimizer_vars), dict(sums, grad_norm=grad_norm)
 
-  def _eval_step(self, state, batch):
+  def _eval_step(self, trainable, non_trainable, batch):
     self.eval_traces += 1
-    trainable, non_trainable, _ = self._from_state(state)
     logits, _ = self.model.stateless_call(trainable, non_trainable, batch, training=False)
     return _sums(losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing,
                                         batch.get("targets_segmentation")))
