@@ -15,7 +15,7 @@ tf_noise.install()  # Before TensorFlow loads: its C++ start-up lines stay out (
 
 from absl import flags, logging  # noqa: E402
 
-from t2tlite import errors, registry  # noqa: E402
+from t2tlite import describe, errors, registry  # noqa: E402
 from t2tlite.errors import UserError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -64,10 +64,9 @@ def load_registry_or_exit():
   registry.import_usr_dir(FLAGS.t2t_usr_dir)
   registry.load_all()
   if FLAGS.registry_help:
-    print(registry.help_string())
+    print(describe.registry_help())
     sys.exit(0)
   if "hparams_help" in FLAGS and FLAGS.hparams_help:
-    from t2tlite import describe
     print(describe.hparams_help(type(registry.hparams("transformer_base"))))
     sys.exit(0)
 

@@ -18,6 +18,8 @@ import tokenize
 import typing
 from typing import Dict, List, Optional, Tuple
 
+from t2tlite import registry
+
 _PARENT_CALL = re.compile(r"return\s+(\w+)\(\)\s*\.\s*replace\(")
 
 
@@ -41,7 +43,6 @@ def set_description(fn) -> str:
   `# --- ...` comment heading the set's block in its module (e.g. "Table 3
   row (A): ...") follows in brackets.
   """
-  from t2tlite import registry
   try:
     source = inspect.getsource(fn)
   except (OSError, TypeError):
@@ -137,4 +138,25 @@ def hparams_help(cls) -> str:
       section = f.section
       lines.append(f"{section}:" if section else "")
     lines.append(f"  {f.name} ({f.type_name}, default {f.default!r}): {f.comment}".rstrip(": "))
+  return "\n".join(lines)
+
+
+def registry_help() -> str:
+  """What `--registry_help` prints: every registered name with one line saying what it is.
+
+  The line is the first line of the object's docstring (for an hparams set
+  without one, what it changes from its parent: `set_description`);
+  aliases follow their canonical name.
+  """
+  registry.load_all()
+  lines = []
+  for reg in (registry.PROBLEMS, registry.HPARAMS, registry.MODELS):
+    names = reg.names()
+    lines.append(f"{reg.kind}s ({len(names)}):")
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+      text = one_line(reg.get(name), name if reg is registry.HPARAMS else None)
+      lines.append(f"  {name:<{width}}  {text}".rstrip())
+      for alias, note in reg.aliases_of(name):
+        lines.append(f"    alias {alias}" + (f": {note}" if note else ""))
   return "\n".join(lines)

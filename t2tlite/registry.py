@@ -164,28 +164,6 @@ def import_usr_dir(usr_dir: Optional[str]) -> None:
   importlib.import_module(module)
 
 
-def help_string() -> str:
-  """What `--registry_help` prints: every registered name with one line saying what it is.
-
-  The line is the first line of the object's docstring (for an hparams set
-  without one, what it changes from its parent: `describe.set_description`);
-  aliases follow their canonical name.
-  """
-  from t2tlite import describe
-  load_all()
-  lines = []
-  for reg in (PROBLEMS, HPARAMS, MODELS):
-    names = reg.names()
-    lines.append(f"{reg.kind}s ({len(names)}):")
-    width = max((len(n) for n in names), default=0)
-    for name in names:
-      text = describe.one_line(reg.get(name), name if reg is HPARAMS else None)
-      lines.append(f"  {name:<{width}}  {text}".rstrip())
-      for alias, note in reg.aliases_of(name):
-        lines.append(f"    alias {alias}" + (f": {note}" if note else ""))
-  return "\n".join(lines)
-
-
 def _default_name(obj) -> str:
   name = obj.__name__
   if isinstance(obj, type):  # CamelCase class -> snake_case, as in t2t.

@@ -142,7 +142,7 @@ def test_verbosity_is_read_from_the_command_line_before_flags_parse(argv, level)
 # --- --registry_help and t2t's names ---
 
 def test_registry_help_gives_every_name_a_line_from_its_docstring_or_its_change():
-  text = registry.help_string()
+  text = describe.registry_help()
   lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")
            and not line.startswith("    ")}
   for reg in (registry.PROBLEMS, registry.HPARAMS, registry.MODELS):
@@ -182,7 +182,7 @@ def test_t2t_names_are_aliases_listed_under_their_canonical_problem():
     assert type(problem) is registry.PROBLEMS.get(canonical) and problem.name == canonical
     assert alias in registry.PROBLEMS and alias not in registry.PROBLEMS.names()
   assert registry.model("transformer").__name__ == "Transformer"
-  text = registry.help_string().splitlines()
+  text = describe.registry_help().splitlines()
   at = next(i for i, line in enumerate(text) if line.startswith("  wmt_ende "))
   block = []
   for line in text[at + 1:]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from t2tlite import registry
+from t2tlite import describe, registry
 from tests.helpers import registry_sections
 
 
@@ -34,7 +34,7 @@ def test_decorators_register_and_refuse_duplicates():
 
 
 def test_help_lists_all_three_kinds():
-  sections = registry_sections(registry.help_string())
+  sections = registry_sections(describe.registry_help())
   assert set(sections) == {"problems", "hparams sets", "models"}
   assert {"algorithmic_reverse", "algorithmic_copy"} <= set(sections["problems"])
   assert "transformer_base_posemb" in sections["hparams sets"]

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from t2tlite import registry
+from t2tlite import describe, registry
 from t2tlite.hparams import table3
 from t2tlite.hparams_record import HParamsError
 from t2tlite.models.transformer import Transformer
@@ -89,7 +89,7 @@ def test_a_ratio_that_needs_a_fraction_is_refused():
 
 
 def test_registry_help_lists_every_miniature_with_its_shape():
-  text = registry.help_string()
+  text = describe.registry_help()
   for row in table3.TABLE3:
     hp = registry.hparams(row.mini_set)
     line = next(l for l in text.splitlines() if l.split() and l.split()[0] == row.mini_set)

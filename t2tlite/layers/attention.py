@@ -220,14 +220,6 @@ def _keep_mask(weights, rate, seed):
   return keep_mask(weights, rate, seed)
 
 
-def __getattr__(name):
-  """`xla_scaled_dot_product_attention`, the TF-compiled form, under its old name here."""
-  if name == "xla_scaled_dot_product_attention":
-    from t2tlite import tf_compiled  # pylint: disable=import-outside-toplevel
-    return tf_compiled.xla_scaled_dot_product_attention
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 class MultiHeadAttention(keras.layers.Layer):
   """Multi-head attention with d_k and d_v independent of d_model / h.
 

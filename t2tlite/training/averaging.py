@@ -100,20 +100,20 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
     raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
 
   import numpy as np
-  from t2tlite.training import checkpoints
+  from t2tlite.training import checkpoints, weight_keys
 
   model, _ = run_dir.load_model(output_dir, paths[0])
-  weights = [w for w in model.weights if np.issubdtype(checkpoints.to_numpy(w).dtype, np.floating)]
-  sums = [checkpoints.to_numpy(w).astype("float64") for w in weights]
+  weights = [w for w in model.weights if np.issubdtype(weight_keys.to_numpy(w).dtype, np.floating)]
+  sums = [weight_keys.to_numpy(w).astype("float64") for w in weights]
   progress = Progress("averaging", len(paths), "checkpoints")
   progress.update(1)
   for done, path in enumerate(paths[1:], 2):  # Newest last: the model ends with its RNG states.
     checkpoints.restore_model(model, path)
     for total, w in zip(sums, weights):
-      total += checkpoints.to_numpy(w)
+      total += weight_keys.to_numpy(w)
     progress.update(done)
   for total, w in zip(sums, weights):
-    w.assign((total / len(paths)).astype(checkpoints.to_numpy(w).dtype))
+    w.assign((total / len(paths)).astype(weight_keys.to_numpy(w).dtype))
 
   os.makedirs(os.path.dirname(target), exist_ok=True)
   checkpoints.write_model(model, target)

@@ -22,33 +22,15 @@ writes the same keys into an .npz, and `restore_model` reads either.
 
 import hashlib
 
-import numpy as np
+from t2tlite.training.weight_keys import RNG_PREFIX, named_variables, to_numpy
 
-RNG_PREFIX = "rng_state_"
 TF_SEED_DTYPE = "int64"  # keras.backend.random_seed_dtype() under TensorFlow.
-
-
-def named_variables(model) -> dict:
-  """{key: variable} of every variable of `model`: weights by Keras path, then rng_state_<i>."""
-  weights = model.weights
-  weight_ids = {id(w) for w in weights}
-  rng_states = [v for v in model.variables if id(v) not in weight_ids]
-  named = {w.path: w for w in weights}
-  if len(named) != len(weights):
-    raise ValueError("model has duplicate weight paths; checkpoint keys would collide")
-  named.update({f"{RNG_PREFIX}{i}": v for i, v in enumerate(rng_states)})
-  return named
 
 
 def on_tensorflow() -> bool:
   """Whether Keras runs on TensorFlow (its variables are then trackable as they are)."""
   import keras
   return keras.config.backend() == "tensorflow"
-
-
-def to_numpy(variable) -> np.ndarray:
-  import keras
-  return np.asarray(keras.ops.convert_to_numpy(variable.value))
 
 
 class VariableMirror:

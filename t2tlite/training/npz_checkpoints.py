@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from t2tlite import files
-from t2tlite.training import checkpoint_manifest
+from t2tlite.training import checkpoint_manifest, weight_keys
 
 SUFFIX = ".npz"
 MODEL, OPTIMIZER = "model/", "optimizer/"
@@ -52,14 +52,12 @@ def read(prefix: str) -> Dict[str, np.ndarray]:
 
 
 def model_arrays(model) -> Dict[str, np.ndarray]:
-  from t2tlite.training import checkpoints
-  return {MODEL + k: checkpoints.to_numpy(v)
-          for k, v in checkpoints.named_variables(model).items()}
+  return {MODEL + k: weight_keys.to_numpy(v)
+          for k, v in weight_keys.named_variables(model).items()}
 
 
 def optimizer_arrays(optimizer) -> Dict[str, np.ndarray]:
-  from t2tlite.training import checkpoints
-  out = {f"{OPTIMIZER}{i}": checkpoints.to_numpy(v) for i, v in enumerate(optimizer.variables)}
+  out = {f"{OPTIMIZER}{i}": weight_keys.to_numpy(v) for i, v in enumerate(optimizer.variables)}
   out[OPTIMIZER + "paths"] = np.array([v.path for v in optimizer.variables])
   return out
 
@@ -84,9 +82,8 @@ def _assign(variables: Dict[str, object], arrays: Dict[str, np.ndarray], prefix:
 
 def restore_model(model, prefix: str, arrays: Optional[dict] = None) -> None:
   """Assigns every model variable from `prefix`.npz (extra keys, e.g. the optimizer's, ignored)."""
-  from t2tlite.training import checkpoints
   arrays = read(prefix) if arrays is None else arrays
-  named = checkpoints.named_variables(model)
+  named = weight_keys.named_variables(model)
   _assign({MODEL + k: v for k, v in named.items()}, arrays, prefix)
 
 
