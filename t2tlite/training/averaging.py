@@ -103,8 +103,11 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
   from t2tlite.training import checkpoints, weight_keys
 
   model, _ = run_dir.load_model(output_dir, paths[0])
-  weights = [w for w in model.weights if np.issubdtype(weight_keys.to_numpy(w).dtype, np.floating)]
-  sums = [weight_keys.to_numpy(w).astype("float64") for w in weights]
+  first = [(w, weight_keys.to_numpy(w)) for w in model.weights]
+  first = [(w, value) for w, value in first if np.issubdtype(value.dtype, np.floating)]
+  weights = [w for w, _ in first]
+  dtypes = [value.dtype for _, value in first]  # Read once: the average is cast back to these.
+  sums = [value.astype("float64") for _, value in first]
   progress = Progress("averaging", len(paths), "checkpoints")
   progress.update(1)
   for done, path in enumerate(paths[1:], 2):  # Newest last: the model ends with its RNG states.
@@ -112,8 +115,8 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
     for total, w in zip(sums, weights):
       total += weight_keys.to_numpy(w)
     progress.update(done)
-  for total, w in zip(sums, weights):
-    w.assign((total / len(paths)).astype(weight_keys.to_numpy(w).dtype))
+  for total, w, dtype in zip(sums, weights, dtypes):
+    w.assign((total / len(paths)).astype(dtype))
 
   os.makedirs(os.path.dirname(target), exist_ok=True)
   checkpoints.write_model(model, target)
