@@ -103,6 +103,8 @@ def test_parsing_decodes_with_the_papers_settings():
   tiny = registry.hparams("transformer_parsing_tiny")
   assert (tiny.num_encoder_layers, tiny.num_decoder_layers) == (4, 4)
   assert tiny.dropout == registry.hparams("transformer_base").dropout == 0.1  # The paper's P_drop.
+  shallow = registry.hparams("transformer_parsing_tiny_shallow")  # The recipe's: one decoder layer.
+  assert shallow == tiny.replace(num_decoder_layers=1)
 
 
 def test_datagen_writes_gold_trees_aligned_with_the_sources(shared_dir, tmp_path):
