@@ -73,7 +73,7 @@ def main(argv):
   problem.generate_data(data_dir, FLAGS.tmp_dir)
   logging.info("%s: data in %s", problem.name, data_dir)
   if FLAGS.numpy_batches:
-    from t2tlite.data import numpy_batches
+    from t2tlite.training import numpy_batches
     from t2tlite.progress import Progress
     inputs, targets = problem.vocab_sizes(data_dir)
     hparams = hparams.replace(input_vocab_size=inputs, target_vocab_size=targets)

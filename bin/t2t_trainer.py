@@ -61,7 +61,7 @@ def main(argv):
                            "record their problem); pass one or the other")
     if backend != backends.JAX:
       raise cli.UsageError(f"--numpy_batches feeds --backend=jax, not {backend}")
-    from t2tlite.data.numpy_batches import SavedBatches
+    from t2tlite.training.numpy_batches import SavedBatches
     problem = SavedBatches(FLAGS.numpy_batches)
   else:
     problem = registry.problem(cli.require("problem"))

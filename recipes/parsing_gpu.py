@@ -47,7 +47,7 @@ import sys
 import time
 
 from t2tlite import files
-from t2tlite.data import numpy_batches
+from t2tlite.training import numpy_batches
 
 PROBLEM = "ptb_sample"
 PROBLEM_OPTIONS = "target_words=true"  # As recipes/ptb_sample_parsing.sh.

@@ -49,7 +49,7 @@ import time
 import numpy as np
 
 from t2tlite import files
-from t2tlite.data import numpy_batches
+from t2tlite.training import numpy_batches
 
 PROBLEM = "multi30k_ende"
 DECODE_HPARAMS = "beam_size=4,alpha=0.6,extra_length=50"  # Section 6: beam 4, alpha 0.6, +50.

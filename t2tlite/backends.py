@@ -9,7 +9,7 @@ gets one line saying so instead of a model built on the wrong one.
 TensorFlow is the default and runs everything; JAX trains the same model
 (t2tlite/training/jax_step.py) and needs TensorFlow only for tf.data and
 checkpoint files, both of which have numpy stand-ins where it is not
-installed (t2tlite/data/numpy_batches.py, t2tlite/training/npz_checkpoints.py).
+installed (t2tlite/training/numpy_batches.py, t2tlite/training/npz_checkpoints.py).
 No keras and no TensorFlow are imported here.
 """
 

@@ -1,4 +1,4 @@
-"""One way to write a file so that a kill or a full disk never leaves half of it.
+"""One way to write a file so that a kill or a full disk never leaves half of it, and to hash one.
 
 Every writer in the package goes through `atomic_write` (or `atomic_paths` for
 writers that need a path, such as TFRecord or sentencepiece): the bytes go to
@@ -8,6 +8,7 @@ A write that fails removes its temporary file; one killed mid-write leaves a
 """
 
 import contextlib
+import hashlib
 import os
 from typing import Iterator, List, Sequence
 
@@ -57,3 +58,12 @@ def remove_incomplete(directory: str) -> List[str]:
       os.remove(path)
       removed.append(path)
   return removed
+
+
+def sha256_file(path: str, chunk: int = 1 << 20) -> str:
+  """The SHA-256 of a file's bytes (hex), read in chunks: what every manifest records."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(chunk), b""):
+      digest.update(block)
+  return digest.hexdigest()

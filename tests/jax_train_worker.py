@@ -70,7 +70,7 @@ def train(run):
 
   hp = registry.hparams("transformer_tiny").replace(**dict(TINY_RUN_HPARAMS, **run["hparams"]))
   if run.get("numpy_batches"):
-    from t2tlite.data.numpy_batches import SavedBatches
+    from t2tlite.training.numpy_batches import SavedBatches
     problem = SavedBatches(run["numpy_batches"])
   else:
     problem = tiny_problem()

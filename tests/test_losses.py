@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2tlite import tf_compiled
-from t2tlite.training import losses
+from t2tlite.training import losses, train_step
 
 
 def numpy_smoothed_xent(logits, labels, eps):
@@ -72,8 +71,8 @@ def test_smoothed_loss_minimum_is_at_the_smoothed_distribution():
 def test_loss_gradient_equals_autodiff_of_the_textbook_formula(eps, compiled):
   """The written-out gradient (softmax - q, with padding masked) against TensorFlow's autodiff of
   -sum_v q_v log_softmax(l)_v, on random logits of a large range, in float32 and bfloat16; also
-  the loss compiled alone with XLA (tf_compiled.xla_token_loss_sums, hparams xla_loss)."""
-  token_loss_sums = tf_compiled.xla_token_loss_sums if compiled else losses.token_loss_sums
+  the loss compiled alone with XLA (train_step.xla_token_loss_sums, hparams xla_loss)."""
+  token_loss_sums = train_step.xla_token_loss_sums if compiled else losses.token_loss_sums
   rng = np.random.default_rng(7)
   vocab = 13
   labels = tf.constant(rng.integers(0, vocab, (3, 6)), tf.int32)  # Some are PAD_ID (0).

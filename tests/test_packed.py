@@ -352,7 +352,7 @@ def test_packing_efficiency_on_real_multi30k_text():
 
 def test_saved_numpy_batches_keep_the_packed_features(tmp_path):
   """Packed batches saved for a trainer without TensorFlow come back with their segments."""
-  from t2tlite.data import numpy_batches
+  from t2tlite.training import numpy_batches
   hp, saved = save_tiny_packed_batches(tmp_path, steps=3)
   saved.check_hparams(hp)
   batch = saved.train_batch(2)
@@ -368,7 +368,7 @@ def test_saved_numpy_batches_keep_the_packed_features(tmp_path):
 
 def save_tiny_packed_batches(tmp_path, steps):
   """(hparams, SavedBatches) of `steps` packed training batches of the tiny problem."""
-  from t2tlite.data import numpy_batches
+  from t2tlite.training import numpy_batches
   hp = tiny_hparams(batch_size=128, packed_batches=True, packed_length=LENGTH,
                     input_vocab_size=12, target_vocab_size=12)
   numpy_batches.write(tiny_problem_with_data(tmp_path), str(tmp_path / "data"), hp,
@@ -419,7 +419,7 @@ def test_row_length_and_the_longest_pair_a_packed_stream_keeps():
 def test_saved_batches_past_the_last_are_drawn_again_in_a_new_order(tmp_path, monkeypatch):
   """Pass 1 is the saved order; each later pass draws every saved batch once, a file at a
   time, in an order that differs per pass and is the same for a resumed run."""
-  from t2tlite.data import numpy_batches
+  from t2tlite.training import numpy_batches
   monkeypatch.setattr(numpy_batches, "CHUNK", 3)  # Files of 3, 3 and 1 batches.
   _, saved = save_tiny_packed_batches(tmp_path, steps=7)
   stored = []  # The batches as written, read straight from the files.

@@ -23,7 +23,6 @@ from absl import logging
 
 from t2tlite import files
 from t2tlite.errors import UserError
-from t2tlite.training.checkpoint_manifest import sha256_file
 
 FORMAT = "t2tlite-shard-manifest/1"
 
@@ -81,7 +80,7 @@ def write(path: str, shards: List[str]) -> dict:
   """Reads every shard (CRCs checked) and records size, record count and SHA-256."""
   manifest = {"format": FORMAT, "shards": {
       os.path.basename(s): {"bytes": os.path.getsize(s), "records": count_records(s),
-                            "sha256": sha256_file(s)} for s in shards}}
+                            "sha256": files.sha256_file(s)} for s in shards}}
   with files.atomic_write(path) as f:
     json.dump(manifest, f, indent=1, sort_keys=True)
     f.write("\n")
@@ -124,7 +123,7 @@ def problem(path: str, shards: List[str], full: bool) -> Optional[str]:
       records = count_records(shard)
       if records != entry["records"]:
         return f"{shard}: {records} records, {os.path.basename(path)} says {entry['records']}"
-      if sha256_file(shard) != entry["sha256"]:
+      if files.sha256_file(shard) != entry["sha256"]:
         return f"{shard}: SHA-256 differs from {os.path.basename(path)} (bytes changed)"
   return None
 

@@ -36,7 +36,7 @@ apart: given `query_mask`, their rows are all zero (not uniform), so that a
 view of the weights shows them blank.
 
 Nothing here imports TensorFlow: the model runs on every Keras backend. The
-XLA-compiled form that TF callers used is in t2tlite/tf_compiled.py.
+training and decoding steps compile it with the rest of the step.
 """
 
 import keras

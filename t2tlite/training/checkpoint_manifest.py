@@ -11,12 +11,11 @@ atomically and last, listing each file's size and SHA-256. So:
 - a checkpoint without one was cut short by a kill (or predates manifests;
   then the restore itself is the test).
 
-Plain files and hashlib only, no TensorFlow: a saver on another framework
+Plain files and hashes only, no TensorFlow: a saver on another framework
 (JAX) writing the same prefixes reuses this module unchanged. Nothing here
 deletes a checkpoint; a damaged one is moved aside into `DIR/corrupt/`.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -64,14 +63,6 @@ def checkpoint_files(prefix: str) -> List[str]:
   return sorted(found)
 
 
-def sha256_file(path: str, chunk: int = 1 << 20) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(chunk), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def write_manifest(prefix: str, paths: Optional[Iterable[str]] = None) -> str:
   """Records size and SHA-256 of each file of `prefix` (default: all of them); returns its path.
 
@@ -81,7 +72,7 @@ def write_manifest(prefix: str, paths: Optional[Iterable[str]] = None) -> str:
   paths = sorted(paths) if paths is not None else checkpoint_files(prefix)
   if not paths:
     raise CheckpointError(f"{prefix}: no checkpoint files to record")
-  entries = {os.path.basename(p): {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+  entries = {os.path.basename(p): {"bytes": os.path.getsize(p), "sha256": files.sha256_file(p)}
              for p in paths}
   path = manifest_path(prefix)
   with files.atomic_write(path) as f:
@@ -129,7 +120,7 @@ def verify(prefix: str, full: bool = True) -> Tuple[str, str]:
     size = os.path.getsize(path)
     if size != entry["bytes"]:
       return "bad", f"{path} has {size} bytes, its manifest says {entry['bytes']}"
-    if full and sha256_file(path) != entry["sha256"]:
+    if full and files.sha256_file(path) != entry["sha256"]:
       return "bad", f"{path}: SHA-256 differs from its manifest (bytes changed since it was saved)"
   return "ok", ""
 

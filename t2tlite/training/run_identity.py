@@ -14,8 +14,8 @@ given. A mismatch is one line naming both sides.
 import os
 from typing import Optional
 
+from t2tlite import files
 from t2tlite.errors import UserError
-from t2tlite.training import checkpoint_manifest
 
 DATA_KEY = "data"
 
@@ -27,7 +27,7 @@ class RunMismatchError(UserError):
 def data_identity(problem, data_dir: Optional[str]) -> dict:
   """{"problem", "vocab_file", "vocab_sha256", "input_vocab_size", "target_vocab_size"}.
 
-  Saved numpy batches (data/numpy_batches.py) carry the identity recorded when they were cut.
+  Saved numpy batches (training/numpy_batches.py) carry the identity recorded when they were cut.
   """
   if hasattr(problem, "data_identity"):
     return problem.data_identity()
@@ -38,7 +38,7 @@ def data_identity(problem, data_dir: Optional[str]) -> dict:
   if data_dir and vocab_path and os.path.exists(vocab_path(data_dir)):
     path = vocab_path(data_dir)
     identity.update(vocab_file=os.path.basename(path),
-                    vocab_sha256=checkpoint_manifest.sha256_file(path))
+                    vocab_sha256=files.sha256_file(path))
   return identity
 
 

@@ -27,14 +27,14 @@ per-replica step and the metric sums are reduced across replicas.
   `step` is traced once per batch shape, so XLA compiles once per bucket
   shape; `compilations(step)` reports how many traces there were. A step not
   compiled whole still compiles its loss over the vocabulary alone
-  (`hparams.xla_loss`, on by default; t2tlite/tf_compiled.py says why), once per
+  (`hparams.xla_loss`, on by default; `xla_token_loss_sums` says why), once per
   batch shape.
 """
 
 import keras
 import tensorflow as tf
 
-from t2tlite import tf_compiled, xla_choice
+from t2tlite import xla_choice
 from t2tlite.constants import PAD_ID
 from t2tlite.training import distribution, losses
 
@@ -46,10 +46,19 @@ def _sums_dict(sums: losses.TokenLossSums):
   return {key: getattr(sums, key) for key in METRIC_KEYS}
 
 
+# The smoothed cross-entropy over the vocabulary and its written-out gradient,
+# one XLA cluster per batch shape (forward and backward each). Uncompiled, each of
+# its ops (cast, max, exp, sums, softmax - q) is a pass over [batch, length,
+# vocab] float32; XLA fuses them into a few passes over the logits as they come
+# (bfloat16 under mixed_bfloat16). bench/README.md has the measurement. Inside a
+# step compiled whole it is not used (the step's own compilation fuses the same).
+xla_token_loss_sums = tf.function(losses.token_loss_sums, jit_compile=True)
+
+
 def loss_sums_function(hparams):
   """losses.token_loss_sums, or its XLA-compiled form where the step around it is uncompiled."""
   if hparams.xla_loss and not xla_choice.train_xla(hparams):
-    return tf_compiled.xla_token_loss_sums
+    return xla_token_loss_sums
   return losses.token_loss_sums
 
 

@@ -19,7 +19,7 @@ checkpoint, best/, the checksum). Everything else here is shared: the data,
 the schedule of logs, evaluations and saves, the checkpoint files (written
 by TensorFlow from numpy values, checkpoints.VariableMirror) and their
 manifests. Where TensorFlow is not installed (JAX only), the batches come
-from numpy files (data/numpy_batches.py), checkpoints are .npz
+from numpy files (training/numpy_batches.py), checkpoints are .npz
 (npz_checkpoints.py) and scalars go to scalars.csv. Dev is decoded during
 training under TensorFlow only (beam search is TensorFlow's).
 """
@@ -34,10 +34,10 @@ from absl import logging
 
 from t2tlite import backends, registry, xla_choice
 from t2tlite.hparams_record import HParams
-from t2tlite.data import numpy_batches, shard_manifest
+from t2tlite.data import shard_manifest
 from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, keep_best,
-                              npz_checkpoints, progress, resume, run_dir, run_identity,
-                              run_lock, warm_start)
+                              npz_checkpoints, numpy_batches, progress, resume, run_dir,
+                              run_identity, run_lock, warm_start)
 from t2tlite.training.optimization import make_optimizer
 from t2tlite.training.options import DECODED_METRICS, TrainOptions, check_keep_best_backend
 

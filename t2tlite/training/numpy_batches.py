@@ -35,7 +35,6 @@ from t2tlite import files
 from t2tlite.data.packing import FEATURES  # inputs, targets, and the packed rows' segments.
 from t2tlite.hparams_record import HParams
 from t2tlite.errors import UserError
-from t2tlite.training import checkpoint_manifest
 
 MANIFEST = "batches.json"
 FORMAT = "t2tlite-numpy-batches/1"
@@ -54,7 +53,7 @@ class NumpyBatchesError(UserError):
 def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> dict:
   with files.atomic_write(path, "wb") as f:
     np.savez(f, **arrays)
-  return {"bytes": os.path.getsize(path), "sha256": checkpoint_manifest.sha256_file(path)}
+  return {"bytes": os.path.getsize(path), "sha256": files.sha256_file(path)}
 
 
 def write(problem, data_dir: Optional[str], hparams, out_dir: str, steps: int, seed: int,
