@@ -244,3 +244,18 @@ def sample_trees(shared_dir):
   with zipfile.ZipFile(path) as archive:
     names = sorted(n for n in archive.namelist() if n.startswith("treebank/combined/wsj_"))
     return [t for n in names for t in trees.read_trees(archive.read(n).decode(), n)]
+
+
+BACKEND_WORKER = os.path.join(REPO, "tests", "backend_worker.py")
+
+
+def backend_python(backend, *args, code=None):
+  """stdout of tests/backend_worker.py (or of `code`) run under KERAS_BACKEND=`backend`, float32 on CPU."""
+  # ONEDNN_DEFAULT_FPMATH_MODE=STRICT: float32 matmuls in float32 on every host; oneDNN may
+  # otherwise compute them in bfloat16 on CPUs that have bf16 units (backend_worker.py).
+  env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="",
+             ONEDNN_DEFAULT_FPMATH_MODE="STRICT", PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+  argv = [sys.executable] + (["-c", code] if code else [BACKEND_WORKER]) + list(args)
+  proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc.stdout

@@ -6,33 +6,18 @@ the same weights saved by Keras path; float32 on CPU. JAX is the optional extra
 """
 
 import importlib.util
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import backend_python
 
-WORKER = os.path.join(REPO, "tests", "backend_worker.py")
 CORE_MODULES = ("t2tlite.models.transformer", "t2tlite.layers.attention",
                 "t2tlite.layers.embedding", "t2tlite.layers.transformer_layers",
                 "t2tlite.training.losses", "t2tlite.training.optimization")
 
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                reason='jax is not installed (pip install -e ".[jax]")')
-
-
-def _python(backend, *args, code=None):
-  # ONEDNN_DEFAULT_FPMATH_MODE=STRICT: float32 matmuls in float32 on every host; oneDNN may
-  # otherwise compute them in bfloat16 on CPUs that have bf16 units (backend_worker.py).
-  env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="",
-             ONEDNN_DEFAULT_FPMATH_MODE="STRICT", PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-  command = [sys.executable] + (["-c", code] if code else [WORKER]) + list(args)
-  proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return proc.stdout
 
 
 @needs_jax
@@ -42,7 +27,7 @@ def test_the_core_imports_no_tensorflow_under_jax():
           + "import keras\n"
           + "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow')\n"
           + "print(keras.config.backend(), len(loaded), loaded[:3])\n")
-  assert _python("jax", code=code).split()[:2] == ["jax", "0"]
+  assert backend_python("jax", code=code).split()[:2] == ["jax", "0"]
 
 
 @needs_jax
@@ -51,7 +36,7 @@ def test_tensorflow_and_jax_give_the_same_logits_loss_and_gradients(tmp_path):
   out = {}
   for backend in ("tensorflow", "jax"):  # TensorFlow writes the weights, JAX loads them by path.
     path = str(tmp_path / f"{backend}.npz")
-    printed = _python(backend, weights, path)
+    printed = backend_python(backend, weights, path)
     assert f"backend={backend}" in printed
     if backend == "jax":
       assert "tensorflow_loaded=False" in printed

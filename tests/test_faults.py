@@ -23,11 +23,10 @@ import pytest
 
 from t2tlite import errors, files, registry
 from t2tlite.data import shard_manifest
-from t2tlite.training import (checkpoint_manifest, resume, run_dir, run_identity, run_lock,
-                              trainer as trainer_lib)
+from t2tlite.training import checkpoint_manifest, resume, run_dir, run_identity, run_lock
 from t2tlite.training.options import TrainOptions, TrainOptionsError
 from t2tlite.training.trainer import Trainer
-from tests.test_cli import command, one_line_error, run
+from tests.helpers import command, one_line_error, run
 
 FAST = dict(d_model=32, d_ff=64, num_heads=4, batch_size=256, length_bucket_step=2.0,
             learning_rate_warmup_steps=100, xla=False)

@@ -13,7 +13,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tests.test_backends import WORKER, _python  # noqa: F401 - the worker runs via _python
+from tests.helpers import backend_python
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason='jax is not installed (pip install -e ".[jax]")')
@@ -133,7 +133,7 @@ def test_jax_decoder_decodes_the_tiny_transformer_as_tensorflows_decoder(tmp_pat
   out = {}
   for backend in ("tensorflow", "jax"):  # TensorFlow writes the weights, JAX loads them.
     path = str(tmp_path / f"{backend}.npz")
-    printed = _python(backend, weights, path, "--decode")
+    printed = backend_python(backend, weights, path, "--decode")
     if backend == "jax":
       assert "tensorflow_loaded=False" in printed
     out[backend] = dict(np.load(path))
@@ -169,7 +169,7 @@ def test_jax_decoder_under_a_tree_constraint_returns_tensorflows_trees(tmp_path,
   out = {}
   for backend in ("tensorflow", "jax"):  # TensorFlow writes the weights, JAX loads them.
     path = str(tmp_path / f"{backend}.npz")
-    printed = _python(backend, weights, path, mode)
+    printed = backend_python(backend, weights, path, mode)
     if backend == "jax":
       assert "tensorflow_loaded=False" in printed
     out[backend] = dict(np.load(path))
