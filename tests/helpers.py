@@ -250,11 +250,12 @@ BACKEND_WORKER = os.path.join(REPO, "tests", "backend_worker.py")
 
 
 def backend_python(backend, *args, code=None):
-  """stdout of tests/backend_worker.py (or of `code`) run under KERAS_BACKEND=`backend`, float32 on CPU."""
+  """stdout of tests/backend_worker.py (or of `code`) under KERAS_BACKEND=`backend`, on CPU."""
   # ONEDNN_DEFAULT_FPMATH_MODE=STRICT: float32 matmuls in float32 on every host; oneDNN may
   # otherwise compute them in bfloat16 on CPUs that have bf16 units (backend_worker.py).
   env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="",
-             ONEDNN_DEFAULT_FPMATH_MODE="STRICT", PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+             ONEDNN_DEFAULT_FPMATH_MODE="STRICT",
+             PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
   argv = [sys.executable] + (["-c", code] if code else [BACKEND_WORKER]) + list(args)
   proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -206,8 +206,7 @@ def test_kill_9_then_resume_under_jax_equals_the_uninterrupted_run(jax_runs, tmp
 @needs_jax
 def test_without_tensorflow_trains_from_numpy_batches_and_tensorflow_loads_it(jax_runs,
                                                                               tmp_path):
-  from t2tlite.training import numpy_batches
-  from t2tlite.training import checkpoint_manifest, run_dir
+  from t2tlite.training import checkpoint_manifest, numpy_batches, run_dir
   from tests.jax_train_worker import fixed_batch
   hp = _tf_hparams(input_vocab_size=12, target_vocab_size=12)  # As `main`: its compiled step.
   batches = str(tmp_path / "batches")
