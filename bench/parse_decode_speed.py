@@ -1,21 +1,22 @@
-"""Beam-21 parsing decode speed: search horizons against one loop over the whole buffer.
+"""Beam-21 parsing decode speed: attending within horizons against the whole buffer.
 
 Why
 ---
 Parsing decodes with the paper's beam 21 and a maximum length of input + 300. The
-cached decoder keeps a fixed [rows, L] key/value buffer; searched as one loop, every
-step attends (and gathers the beam history of) all L positions, masked past the step,
+cached decoder keeps a fixed [rows, L] key/value buffer; attending over the whole of it,
+every step reads (and gathers the beam history of) all L positions, masked past the step,
 so a step costs O(input + 300) however short the prefix. With horizons
-(`batching.doubling_horizons`, the decoder's default) the search runs one loop per
-doubling horizon and reads only the first H positions: a step costs at most twice its
-prefix. Both give the same trees (tests/test_decoder.py); this measures the time.
+(`batching.doubling_horizons`, the decoder's default) each step reads only the first H
+positions, H the first doubling horizon past the step (`DecoderLayer.call_cached`): a
+step costs at most twice its prefix. Both give the same trees (tests/test_decoder.py);
+this measures the time.
 
 What is measured
 ----------------
 A trained parsing run (`--output_dir`, its `--data_dir`), the first `--lines` sentences
 of a split, decoded with the problem's default decode hparams (beam 21, alpha 0.3,
 input + 300, tree constraint) plus `--decode_hparams`, alternately with
-`Decoder.first_horizon` = 64 (horizons) and = infinity (one loop), `--rounds` times
+`Decoder.first_horizon` = 64 (horizons) and = infinity (the whole buffer), `--rounds` times
 each, in one process, after one warm-up round each whose time (tracing and compiling
 every batch shape, and that round's search) is reported apart. Prints
 sentences/s per round, the median of each, their ratio, the search's loop steps per

@@ -21,8 +21,8 @@ from tests.helpers import load_script, tiny_hparams
 
 def _eos_first_logits(vocab):
   """A step function that ranks EOS first at every step, then the other tokens by id."""
-  def step(ids, step, state, horizon=None):
-    del step, horizon
+  def step(ids, step, state):
+    del step
     logits = -tf.cast(tf.range(vocab), tf.float32)[tf.newaxis] * 0.1
     logits = tf.tensor_scatter_nd_update(logits, [[0, EOS_ID]], [5.0])
     return tf.tile(logits, [tf.shape(ids)[0], 1]), state

@@ -2,8 +2,8 @@
 
 Two checks against search.py's beam search (itself checked against brute force
 in tests/test_search.py): on toy language models written twice (tf and
-jax.numpy over one table of logits), over beam sizes, length penalties, length
-caps and horizons; and on the tiny Transformer with one set of weights, each
+jax.numpy over one table of logits), over beam sizes, length penalties and length
+caps; and on the tiny Transformer with one set of weights, each
 backend in its own process (t2tlite's Decoder under TensorFlow, JaxDecoder under
 JAX, which must not import TensorFlow).
 """
@@ -29,7 +29,7 @@ def _table(seed):
   return table
 
 
-def _both_searches(table, beam, alpha, max_lengths, decode_length, horizons):
+def _both_searches(table, beam, alpha, max_lengths, decode_length):
   import jax.numpy as jnp
   import tensorflow as tf
 
@@ -38,34 +38,33 @@ def _both_searches(table, beam, alpha, max_lengths, decode_length, horizons):
   batch = len(max_lengths)
   initial_state = {"state": np.arange(batch, dtype=np.int32) % STATES}
 
-  def tf_step(ids, step, st, horizon=None):
+  def tf_step(ids, step, st):
     # The state advances by the token chosen: (state + token) % STATES.
     logits = tf.gather_nd(table, tf.stack([st["state"], ids], axis=1))
     return logits, {"state": (st["state"] + ids + step) % STATES}
 
-  def jax_step(ids, step, st, horizon=None):
+  def jax_step(ids, step, st):
     logits = jnp.asarray(table)[st["state"], ids]
     return logits, {"state": (st["state"] + ids + step) % STATES}
 
   start = np.zeros([batch], np.int32)
   lengths = np.asarray(max_lengths, np.int32)
   tf_result = search.beam_search(tf_step, tf.constant(start), initial_state, beam, alpha,
-                                 tf.constant(lengths), decode_length, horizons=horizons)
+                                 tf.constant(lengths), decode_length)
   jax_result = jax_search.beam_search(jax_step, jnp.asarray(start), initial_state, beam, alpha,
-                                      jnp.asarray(lengths), decode_length, horizons=horizons)
+                                      jnp.asarray(lengths), decode_length)
   return tf_result, jax_result
 
 
-@pytest.mark.parametrize("seed,beam,alpha,max_lengths,horizons", [
-    (0, 4, 0.6, [6, 3, 9, 0], None),
-    (1, 1, 0.0, [5, 5, 5], None),
-    (2, 3, 1.2, [8, 2, 7, 7, 1], [2, 4, 8, 10]),
-    (3, 6, 0.6, [9, 9], [4, 10]),
+@pytest.mark.parametrize("seed,beam,alpha,max_lengths", [
+    (0, 4, 0.6, [6, 3, 9, 0]),
+    (1, 1, 0.0, [5, 5, 5]),
+    (2, 3, 1.2, [8, 2, 7, 7, 1]),
+    (3, 6, 0.6, [9, 9]),
 ])
-def test_jax_beam_search_returns_the_tensorflow_beams(seed, beam, alpha, max_lengths, horizons):
+def test_jax_beam_search_returns_the_tensorflow_beams(seed, beam, alpha, max_lengths):
   decode_length = 9
-  tf_result, jax_result = _both_searches(_table(seed), beam, alpha, max_lengths, decode_length,
-                                         horizons)
+  tf_result, jax_result = _both_searches(_table(seed), beam, alpha, max_lengths, decode_length)
   np.testing.assert_array_equal(np.asarray(jax_result.ids), tf_result.ids.numpy())
   np.testing.assert_array_equal(np.asarray(jax_result.lengths), tf_result.lengths.numpy())
   np.testing.assert_allclose(np.asarray(jax_result.scores), tf_result.scores.numpy(),
@@ -103,11 +102,11 @@ def test_jax_beam_search_under_a_mask_constraint_returns_the_tensorflow_beams():
 
   table, lengths = _table(4), np.array([6, 3, 9], np.int32)
 
-  def tf_step(ids, step, st, horizon=None):
+  def tf_step(ids, step, st):
     return tf.gather_nd(table, tf.stack([st["state"], ids], axis=1)), {
         "state": (st["state"] + ids + step) % STATES}
 
-  def jax_step(ids, step, st, horizon=None):
+  def jax_step(ids, step, st):
     return jnp.asarray(table)[st["state"], ids], {"state": (st["state"] + ids + step) % STATES}
 
   state = {"state": np.arange(3, dtype=np.int32) % STATES}

@@ -29,8 +29,8 @@ from t2tlite.decoding.decode_hparams import DecodeHParams
 class Decoder:
   """Turns source id lists into target id lists with beam or greedy search (or sampling)."""
 
-  # The cached search's first horizon (batching.doubling_horizons): translation's
-  # input + 50 mostly fits in one loop; parsing's input + 300 runs in 3 or 4.
+  # The cached step's first horizon (batching.doubling_horizons): translation's
+  # input + 50 mostly fits in the first; parsing's input + 300 reaches the third or fourth.
   first_horizon = 64
 
   def __init__(self, model, decode_hparams: DecodeHParams = DecodeHParams(), constraint=None):
@@ -78,10 +78,9 @@ class Decoder:
     if self.constraint is not None:
       constrained = dict(constraint=self.constraint,
                          constraint_state=self.constraint.initial_state(inputs, max_lengths))
-    # The cached step reads positions < horizon only (search.py, "Horizons"). An exported
-    # search knows its width only per request: it gets the horizons of the longest width
-    # max_input_length allows, and each phase stops at the request's own buffer (a horizon
-    # past the buffer reads the whole buffer), so it runs the phases decoding in-process runs.
+    # The cached step attends over the positions < H only, H the first horizon past the
+    # step (Transformer.decode_step). An exported search knows its width only per request:
+    # it gets the horizons of the longest width max_input_length allows.
     horizons = None
     if hp.use_cache:
       if isinstance(decode_length, int):
@@ -89,20 +88,18 @@ class Decoder:
       elif self.max_input_length:
         longest = padded_width(self.max_input_length + 1, hp.length_multiple) + hp.extra_length
         horizons = doubling_horizons(longest + 1, self.first_horizon)
+    if not hp.use_cache and hp.beam_size > 1:  # The cached step reads its context per sentence.
+      context = search.tile_to_beams(context, hp.beam_size)
+    step_fn = lambda ids, step, st: self._step(ids, step, st, context, horizons)
     if hp.beam_size == 1:
-      step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
       choice = {}
       if hp.samples:  # Each sentence's draws depend on its own ids and the seed only.
         keys = sampling.source_keys(inputs, source_lengths, hp.sampling_seed)
         choice = dict(choose=sampling.Sampler(hp.sampling_temp, hp.sampling_topk, keys))
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID,
-                                  horizons=horizons, **constrained, **choice)
-    if not hp.use_cache:  # The cached step reads its per-sentence context once per sentence.
-      context = search.tile_to_beams(context, hp.beam_size)
-    step_fn = lambda ids, step, st, horizon=None: self._step(ids, step, st, context, horizon)
+                                  **constrained, **choice)
     return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
-                              decode_length, EOS_ID, reorder_state=self._reorder,
-                              horizons=horizons, **constrained)
+                              decode_length, EOS_ID, reorder_state=self._reorder, **constrained)
 
   @property
   def max_input_length(self) -> int:

@@ -4,7 +4,7 @@ search.py's beam search is a `tf.while_loop`; a machine with JAX and no
 TensorFlow (where the JAX trainer runs, t2tlite/training/jax_step.py) could
 train a model but not decode it, and moving a base-size run's checkpoints to
 another machine to decode costs gigabytes. This is the same search in
-`jax.numpy`, one `jax.lax.while_loop` per horizon, compiled whole by `jax.jit`:
+`jax.numpy`, one `jax.lax.while_loop`, compiled whole by `jax.jit`:
 the same hypotheses, scores, length penalty, forced EOS and exact early
 stopping as search.beam_search (read its docstring for the rules; this one
 keeps its names), so dev BLEU measured here and there is the same measure.
@@ -26,7 +26,7 @@ in as constants.
 
 import time
 import typing
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -113,8 +113,7 @@ def _is_done(s, max_lengths, alpha):
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int, alpha,
                 max_lengths, decode_length: int, eos_id: int = EOS_ID,
-                reorder_state=gather_rows, constraint=None, constraint_state=(),
-                horizons: Optional[Sequence[int]] = None) -> SearchResult:
+                reorder_state=gather_rows, constraint=None, constraint_state=()) -> SearchResult:
   """search.beam_search in jax.numpy (same arguments); traceable by jax.jit."""
   max_lengths = jnp.clip(jnp.asarray(max_lengths, jnp.int32), 0, decode_length)
   batch, width = initial_ids.shape[0], decode_length + 2
@@ -136,13 +135,9 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int
   batch_offsets = (jnp.arange(batch) * beam_size)[:, None]
   listed = hasattr(constraint, "candidates")
 
-  def body(s, horizon):
+  def body(s):
     ids = s.alive_seq[:, :, s.step].reshape(-1)
-    if horizon is None:
-      logits, new_model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
-    else:
-      logits, new_model_state = symbols_to_logits_fn(ids, s.step, s.model_state,
-                                                     horizon=horizon)
+    logits, new_model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
     log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # [rows, vocab]
     allowed = None
     if listed:  # Rank the listed tokens only (search.py, "Candidate lists").
@@ -202,12 +197,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size: int
         finished_lengths=finished_lengths, finished_valid=finished_valid, done=s.done)
     return s._replace(done=_is_done(s, max_lengths, alpha))
 
-  s = initial
-  for horizon in horizons or [None]:
-    limit = decode_length + 1 if horizon is None else min(horizon, decode_length + 1)
-    s = jax.lax.while_loop(
-        lambda s, limit=limit: (s.step < limit) & ~jnp.all(s.done),
-        lambda s, horizon=horizon: body(s, horizon), s)
+  s = jax.lax.while_loop(lambda s: (s.step < decode_length + 1) & ~jnp.all(s.done), body,
+                         initial)
   valid = s.finished_valid
   return SearchResult(ids=jnp.where(valid[:, :, None], s.finished_seq[:, :, 1:], 0),
                       scores=jnp.where(valid, s.finished_scores, NEG_INF),
@@ -237,8 +228,9 @@ class JaxDecoder:
     with keras.StatelessScope(state_mapping=list(zip(model.variables, values))):
       memory, memory_mask = model.encode(inputs)
       state, context = model.initial_decode_state(memory, memory_mask, decode_length + 1)
-      step_fn = lambda ids, step, st, horizon=None: model.decode_step(  # noqa: E731
-          ids, step, st, context, horizon)
+      horizons = batching.doubling_horizons(decode_length + 1, FIRST_HORIZON)
+      step_fn = lambda ids, step, st: model.decode_step(  # noqa: E731
+          ids, step, st, context, horizons)
       max_lengths = source_lengths + hp.extra_length
       constrained = {}
       if self.constraint is not None:
@@ -246,9 +238,7 @@ class JaxDecoder:
                            constraint_state=self.constraint.initial_state(inputs, max_lengths))
       return beam_search(step_fn, jnp.full(source_lengths.shape, PAD_ID, jnp.int32), state,
                          hp.beam_size, hp.alpha, max_lengths, decode_length, EOS_ID,
-                         reorder_state=model.reorder_decode_state,
-                         horizons=batching.doubling_horizons(decode_length + 1, FIRST_HORIZON),
-                         **constrained)
+                         reorder_state=model.reorder_decode_state, **constrained)
 
   def decode_nbest(self, sources: Sequence[Sequence[int]]
                    ) -> List[List[Tuple[List[int], float]]]:

@@ -12,15 +12,6 @@ in column 0) and one step writes one column. The loop therefore compiles with
 `tf.function(jit_compile=True)` as well as it runs eagerly, and the output
 shapes do not depend on when the loop stops.
 
-Horizons. A cached decoder with a fixed-size cache attends over the whole
-buffer at every step, masked past `step`, so a step costs O(decode_length)
-however short the prefix: with parsing's input + 300 that dominated the
-search. Given `horizons` (increasing static lengths, the last decode_length +
-1; see `batching.doubling_horizons`), the search runs one loop per horizon H, for the
-steps < H, and calls `symbols_to_logits_fn(ids, step, state, horizon=H)`: the
-function may then read positions < H only, a static slice. A step then costs
-O(prefix) (at most twice it), and results are the same as with one loop.
-
 Beam search follows tensor2tensor (Vaswani et al. 2017, Section 6.1; Wu et al.
 2016 for the length penalty):
 
@@ -100,29 +91,11 @@ class SearchResult(typing.NamedTuple):
   steps: tf.Tensor
 
 
-def _run_phases(cond, body, initial, decode_length, horizons):
-  """Runs `body(s, horizon)` while `cond(s)` and step < horizon, one while_loop per horizon.
-
-  Without horizons: one loop over every step, body called with horizon None.
-  """
-  state = initial
-  for horizon in horizons or [None]:
-    if horizon is None:
-      limit = decode_length + 1
-    elif isinstance(decode_length, int):
-      limit = min(horizon, decode_length + 1)
-    else:  # A decode length known only when the search runs (the exported search).
-      limit = tf.minimum(horizon, decode_length + 1)
-    (state,) = tf.while_loop(
-        lambda s, limit=limit: tf.logical_and(s.step < limit, cond(s)),
-        lambda s, horizon=horizon: body(s, horizon), (state,))
+def _run_loop(cond, body, initial, decode_length):
+  """Runs `body(s) -> (s,)` while `cond(s)` and fewer than decode_length + 1 steps ran."""
+  (state,) = tf.while_loop(lambda s: tf.logical_and(s.step < decode_length + 1, cond(s)),
+                           body, (initial,))
   return state
-
-
-def _call_model(symbols_to_logits_fn, ids, step, state, horizon):
-  if horizon is None:
-    return symbols_to_logits_fn(ids, step, state)
-  return symbols_to_logits_fn(ids, step, state, horizon=horizon)
 
 
 def length_penalty(length, alpha):
@@ -317,7 +290,7 @@ def gather_rows(state, rows):
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alpha,
                 max_lengths, decode_length, eos_id=1, reorder_state=gather_rows,
-                constraint=None, constraint_state=(), horizons=None):
+                constraint=None, constraint_state=()):
   """Batched beam search with GNMT length penalty and exact early stopping.
 
   Args:
@@ -342,8 +315,6 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     constraint: None, or a token constraint (module docstring) whose
       `mask`/`update` see rows [batch * beam].
     constraint_state: its initial state, nested tensors [batch, ...].
-    horizons: None, or increasing Python ints ending at decode_length + 1
-      (module docstring): symbols_to_logits_fn then also takes `horizon=`.
   Returns:
     SearchResult with ids [batch, beam_size, decode_length + 1], the best
     `beam_size` finished hypotheses per sentence sorted by normalized score.
@@ -354,10 +325,9 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
   batch = _shape_list(initial.alive_seq)[0]
   listed = hasattr(constraint, "candidates")
 
-  def body(s, horizon):
+  def body(s):
     ids = tf.gather(s.alive_seq, s.step, axis=2)  # [batch, beam]
-    logits, new_model_state = _call_model(symbols_to_logits_fn, _merge_beams(ids), s.step,
-                                          s.model_state, horizon)
+    logits, new_model_state = symbols_to_logits_fn(_merge_beams(ids), s.step, s.model_state)
     log_probs = _log_probs(logits)  # [batch * beam, vocab]
     if listed:  # Rank the listed tokens only (module docstring, "Candidate lists").
       tokens, allowed = constraint.candidates(s.constraint_state)  # [batch * beam, C]
@@ -425,7 +395,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
         done=s.done)
     return (s._replace(done=_is_done(s, max_lengths, alpha)),)
 
-  final = _run_phases(lambda s: ~tf.reduce_all(s.done), body, initial, decode_length, horizons)
+  final = _run_loop(lambda s: ~tf.reduce_all(s.done), body, initial, decode_length)
   valid = final.finished_valid
   return SearchResult(
       ids=tf.where(valid[:, :, tf.newaxis], final.finished_seq[:, :, 1:], 0),
@@ -453,7 +423,7 @@ def argmax_choice(keys, step):
 
 def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
                   max_lengths, decode_length, eos_id=1, constraint=None, constraint_state=(),
-                  horizons=None, choose=argmax_choice):
+                  choose=argmax_choice):
   """Batched one-hypothesis decoding (argmax, or sampling); EOS forced after max_lengths[b] tokens.
 
   Args: as `beam_search` with beam 1 (ids, logits and state have leading dim
@@ -479,9 +449,9 @@ def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
       model_state=initial_state,
       constraint_state=constraint_state if constraint is not None else ())
 
-  def body(s, horizon):
+  def body(s):
     ids = tf.gather(s.seq, s.step, axis=1)  # [batch]
-    logits, model_state = _call_model(symbols_to_logits_fn, ids, s.step, s.model_state, horizon)
+    logits, model_state = symbols_to_logits_fn(ids, s.step, s.model_state)
     log_probs = _log_probs(logits)  # [batch, vocab]
     keys = log_probs
     if constraint is not None:
@@ -503,8 +473,7 @@ def greedy_search(symbols_to_logits_fn, initial_ids, initial_state,
         constraint_state=constraint_state)
     return (s,)
 
-  final = _run_phases(lambda s: ~tf.reduce_all(s.finished), body, initial, decode_length,
-                      horizons)
+  final = _run_loop(lambda s: ~tf.reduce_all(s.finished), body, initial, decode_length)
   return SearchResult(
       ids=final.seq[:, tf.newaxis, 1:],
       scores=final.log_probs[:, tf.newaxis],

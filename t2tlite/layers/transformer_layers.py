@@ -217,7 +217,7 @@ class DecoderLayer(_SubLayerWrapper):
     """Encoder output [b, s, d_model] -> cross-attention keys and values, computed once."""
     return self.cross_attention.project_key_value(memory)
 
-  def call_cached(self, x, step, cache, history_index, memory_kv, memory_mask):
+  def call_cached(self, x, step, cache, history_index, memory_kv, memory_mask, horizons=None):
     """One decoding position.
 
     The cache is append-only: row r writes the key/value of its token at
@@ -232,12 +232,17 @@ class DecoderLayer(_SubLayerWrapper):
       x: [r, 1, d_model], the embedded token at position `step` of each row.
       step: int32 scalar, the position being decoded.
       cache: {"key": [r, L, h, d_k], "value": [r, L, h, d_v]}.
-      history_index: int32 [r, H], H <= L, flat index (row * L + position)
-        into the cache of position p of row r's hypothesis; only positions < H
-        are read, positions > step are never attended (causal mask) and may
-        point anywhere valid.
+      history_index: int32 [r, L], flat index (row * L + position) into the
+        cache of position p of row r's hypothesis; positions > step are never
+        attended (causal mask) and may point anywhere valid.
       memory_kv: (keys, values) from `memory_key_values`, per sentence [b, s, h, d].
       memory_mask: [b, 1, 1, s] bool. Rows are grouped by sentence: r = b * k.
+      horizons: None (attend over all L positions), or increasing static ints
+        (`batching.doubling_horizons`): the self-attention reads only the
+        positions < H, H the first horizon past `step`, so a step costs O(H)
+        instead of O(L). One attention per horizon is compiled and a switch on
+        `step` picks one inside the step: the rest of the step, and the search
+        around it, are traced and compiled once (`_attended_widths`).
     Returns:
       ([r, 1, d_model], cache with position `step` of every row written).
     """
@@ -249,13 +254,20 @@ class DecoderLayer(_SubLayerWrapper):
       key, value = self.self_attention.project_key_value(y)
       new_cache["key"] = _write_position(cache["key"], key, step)
       new_cache["value"] = _write_position(cache["value"], value, step)
-      # Attended positions: history_index's width (the search's horizon, or the whole cache).
-      width = history_index.shape[1] or ops.shape(history_index)[1]
-      visible = ops.arange(width) <= step  # Causality: nothing after `step`.
-      return self.self_attention.attend(
-          query, _gather_history(new_cache["key"], history_index),
-          _gather_history(new_cache["value"], history_index),
-          visible[None, None, None])
+
+      def attend_within(width):
+        """Self-attention over the positions < width (None: the whole cache)."""
+        index = history_index if width is None else history_index[:, :width]
+        visible = ops.arange(index.shape[1] or ops.shape(index)[1]) <= step  # Causality.
+        return self.self_attention.attend(
+            query, _gather_history(new_cache["key"], index),
+            _gather_history(new_cache["value"], index), visible[None, None, None])
+
+      widths = _attended_widths(horizons, history_index.shape[1])
+      if len(widths) == 1:
+        return attend_within(widths[0])
+      phase = ops.sum(ops.cast(step >= ops.convert_to_tensor(widths[:-1], "int32"), "int32"))
+      return ops.switch(phase, [lambda width=width: attend_within(width) for width in widths])
 
     def cross_attend(y):
       query = self.cross_attention.project_query(y)
@@ -266,6 +278,20 @@ class DecoderLayer(_SubLayerWrapper):
     x = self._residual(x, self.ffn_norm, self.ffn_dropout_layer,
                        lambda y: self.feed_forward(y, training=False), False)
     return x, new_cache
+
+
+def _attended_widths(horizons, length):
+  """The widths a cached step may read: the horizons below `length`, then the whole cache.
+
+  `length` is the cache's static length, or None where the search learns it only when it
+  runs (an exported search): then every horizon is a slice, the last one at least as wide
+  as any cache the search can meet (a slice past the end reads the whole cache).
+  """
+  if not horizons:
+    return [None]
+  if length is None:
+    return list(horizons)
+  return [h for h in horizons if h < length] + [None]
 
 
 def _gather_history(cache, history_index):

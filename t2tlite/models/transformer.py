@@ -231,14 +231,15 @@ class Transformer(keras.Model):
     }
     return state, context
 
-  def decode_step(self, ids, step, state, context, horizon=None):
+  def decode_step(self, ids, step, state, context, horizons=None):
     """ids [r] at position `step` (int32 scalar) -> (logits [r, vocab] float32, new state).
 
     r = sentences x hypotheses per sentence, rows grouped by sentence (the
-    layout of `search.tile_to_beams`); `context` is per sentence. `horizon`
-    (a static int > step, or None for the whole cache): self-attention reads
-    the first `horizon` positions only, so a step costs O(horizon), not
-    O(cache length) (search.py, "Horizons").
+    layout of `search.tile_to_beams`); `context` is per sentence. `horizons`
+    (increasing static ints, `batching.doubling_horizons`; None: the whole
+    cache): self-attention at `step` reads the first H positions only, H the
+    first horizon past `step`, so a step costs O(step), not O(cache length)
+    (`DecoderLayer.call_cached`).
     """
     history_rows = state["history_rows"]
     rows = ops.arange(ops.shape(history_rows)[0], dtype="int32")
@@ -247,15 +248,13 @@ class Transformer(keras.Model):
     # Positions before `step` come from the ancestors; `step` and after from the row itself.
     history_rows = ops.where(positions[None] < step, history_rows, rows[:, None])
     history_index = history_rows * max_length + positions[None]  # Into [r * L] caches.
-    if horizon is not None and (not isinstance(max_length, int) or horizon < max_length):
-      history_index = history_index[:, :horizon]  # Positions attended at this step and before.
     y = self.target_embedding(ids[:, None])  # [r, 1, d_model]
     y = self.target_position(y, start_index=step)
     new_state = {"history_rows": history_rows}
     for i, layer in enumerate(self.decoder_layers):
       y, new_state[f"layer_{i}"] = layer.call_cached(
           y, step, state[f"layer_{i}"], history_index, context["memory_kv"][i],
-          context["memory_mask"])
+          context["memory_mask"], horizons)
     if self.decoder_norm is not None:
       y = self.decoder_norm(y)
     return self._softmax(y)[:, 0], new_state
@@ -276,13 +275,13 @@ class Transformer(keras.Model):
     state = {"ids": ops.zeros((batch, max_length), "int32")}
     return state, {"memory": memory, "memory_mask": memory_mask}
 
-  def decode_step_uncached(self, ids, step, state, context, horizon=None):
+  def decode_step_uncached(self, ids, step, state, context, horizons=None):
     """Same contract as `decode_step`, recomputing the whole decoder over all positions.
 
     Position `step` gets `ids`, later positions still hold padding, which the
     causal mask hides from position `step`, so its logits equal the cached ones.
     Costs O(L) decoder passes of length L: what a decoder without a cache does
-    (`horizon` is accepted and ignored: the baseline recomputes everything).
+    (`horizons` is accepted and ignored: the baseline recomputes everything).
     """
     history = state["ids"]
     at_step = ops.equal(ops.arange(ops.shape(history)[1], dtype="int32"), step)[None, :]
