@@ -1,8 +1,8 @@
 """The shapes of a decode, apart from any backend: which sentences share a batch, how wide.
 
 The Decoder (TensorFlow, decoder.py) and the JAX search (jax_search.py) both
-cut sources into these batches (`plan`), pad them to these widths, run the
-search in these horizons and read its rows back (`nbest_rows`), so a decode
+cut sources into these batches (`plan`), pad them to these widths, let the cached
+step attend within these horizons and read the rows back (`nbest_rows`), so a decode
 compiles the same shapes and returns the same beams on either backend; a
 benchmark feeding another system the very batches t2t-decoder forms uses
 `length_batches` too.
@@ -107,7 +107,8 @@ def doubling_horizons(length: int, first: int = 64) -> List[int]:
   """[first, 2 * first, 4 * first, ..., length]: the horizons of a search over `length` positions.
 
   Doubling keeps the attended width within 2x the prefix while compiling only
-  log2(length / first) + 1 loops; one loop when length <= first.
+  log2(length / first) + 1 self-attentions per decoder layer (DecoderLayer.call_cached);
+  one when length <= first.
   """
   horizons = []
   horizon = max(1, first)
