@@ -65,7 +65,7 @@ def main(argv):
     problem = SavedBatches(FLAGS.numpy_batches)
   else:
     problem = registry.problem(cli.require("problem"))
-  strategy = None
+  strategy, dev_decoding = None, None
   if backend == backends.JAX:
     given = [f"--{name}" for name in _TF_DEVICE_FLAGS if FLAGS[name].present]
     if given:
@@ -77,10 +77,14 @@ def main(argv):
     strategy = distribution.make_strategy(  # Before any TensorFlow op runs.
         num_gpus=FLAGS.num_gpus, gpu_ids=FLAGS.gpu_ids, cpu_devices=FLAGS.cpu_devices,
         worker_hosts=FLAGS.worker_hosts, task_index=FLAGS.task_index)
+    if options.eval_decode:  # Real decoding of dev at each evaluation (beam search: TensorFlow).
+      from t2tlite.decoding.dev_decoding import DevDecoding
+      dev_decoding = DevDecoding.from_options(problem, FLAGS.data_dir, options)
   from t2tlite.training.trainer import Trainer
   trainer = Trainer(problem, hparams, output_dir, data_dir=FLAGS.data_dir,
                     options=options, model_name=FLAGS.model, strategy=strategy,
-                    run_info={"hparams_set": FLAGS.hparams_set, "hparams": FLAGS.hparams})
+                    run_info={"hparams_set": FLAGS.hparams_set, "hparams": FLAGS.hparams},
+                    dev_decoding=dev_decoding)
   trainer.train()
 
 

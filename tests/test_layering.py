@@ -29,6 +29,15 @@ def test_the_core_imports_no_top_level_folder():
   assert upward == []
 
 
+def test_training_imports_no_decoding():
+  """decoding/ loads runs through training/ (run_dir, averaging): the trainer's dev decoding
+  is handed to it (decoding/dev_decoding.py), never imported, so the import graph has no cycle."""
+  upward = [(os.path.relpath(path, ROOT), name)
+            for path in _python_files(os.path.join("t2tlite", "training"))
+            for name in _imports(path) if name.startswith("t2tlite.decoding")]
+  assert upward == []
+
+
 def _private_uses(path):
   """`from t2tlite.x import _name`, and `module._name` where `module` is an imported t2tlite module."""
   tree = ast.parse(open(path, encoding="utf-8").read())

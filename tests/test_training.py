@@ -82,6 +82,22 @@ def test_output_dir_with_other_hparams_is_refused(tmp_path):
     Trainer(tiny_problem(), hp, str(tmp_path / "run"))
 
 
+def test_a_trainer_given_no_dev_decoding_scores_dev_teacher_forced_only(tmp_path):
+  """Dev decoding is handed to the Trainer (t2t-trainer and tests.helpers.tiny_trainer hand one
+  over); without it, evaluation reports the teacher-forced metrics alone, and --keep_best on a
+  decoded metric is refused up front."""
+  from t2tlite.training.keep_best import BestKeeperError
+  from t2tlite.training.options import TrainOptions
+  hp = registry.hparams("transformer_tiny").replace(**TINY_RUN_HPARAMS)
+  trainer = Trainer(tiny_problem(), hp, str(tmp_path / "plain"),
+                    options=TrainOptions(train_steps=1, eval_steps=1))
+  assert set(trainer.dev_metrics()) == {"loss", "nll", "perplexity", "accuracy",
+                                        "sequence_accuracy"}
+  with pytest.raises(BestKeeperError, match="dev_decoding"):
+    Trainer(tiny_problem(), hp, str(tmp_path / "best"),
+            options=TrainOptions(keep_best="exact_match"))
+
+
 class _FakeClock:
   """time.time() that only moves when a training batch is drawn: 10 s per step."""
 

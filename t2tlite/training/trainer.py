@@ -21,13 +21,14 @@ by TensorFlow from numpy values, checkpoints.VariableMirror) and their
 manifests. Where TensorFlow is not installed (JAX only), the batches come
 from numpy files (training/numpy_batches.py), checkpoints are .npz
 (npz_checkpoints.py) and scalars go to scalars.csv. Dev is decoded during
-training under TensorFlow only (beam search is TensorFlow's).
+training under TensorFlow only (beam search is TensorFlow's), by the
+`dev_decoding` the command hands the Trainer (decoding/dev_decoding.py).
 """
 
 import json
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import keras
 from absl import logging
@@ -53,8 +54,14 @@ class Trainer:
 
   def __init__(self, problem, hparams: HParams, output_dir: str, data_dir: Optional[str] = None,
                options: TrainOptions = TrainOptions(), model_name: str = "transformer",
-               strategy=None, run_info: Optional[dict] = None):
-    """`problem` may be saved numpy batches (numpy_batches.SavedBatches) instead of a problem."""
+               strategy=None, run_info: Optional[dict] = None,
+               dev_decoding: Optional[Callable[[keras.Model], dict]] = None):
+    """`problem` may be saved numpy batches (numpy_batches.SavedBatches) instead of a problem.
+
+    `dev_decoding`: model -> decoded dev metrics (decoding.dev_decoding.DevDecoding, which
+    t2t-trainer passes), called at each evaluation while `options.eval_decode`; without it
+    dev is scored teacher-forced only. Under JAX it is not called (beam search is TensorFlow's).
+    """
     self.backend = backends.select(options.backend)  # Keras is loaded: must be the one asked.
     self.jax = self.backend == backends.JAX
     input_vocab, target_vocab = problem.vocab_sizes(data_dir)
@@ -120,8 +127,8 @@ class Trainer:
       raise distribution.DistributionError(
           "--train_seconds: workers could stop on different steps; bound the run with "
           "--train_steps when training on several machines")
+    self.dev_decoding = None if self.jax else dev_decoding
     self.best = self._make_best_keeper()
-    self._dev_decoder = None  # Built at the first evaluation that decodes.
     self._attention_sentence = None  # The dev sentence of attention/*, read at the first one.
     self._seconds_before = 0.0  # Training seconds before this process (from the checkpoint).
     self.write_dir = (output_dir if self.jax else
@@ -256,9 +263,10 @@ class Trainer:
           "--keep_best: dev decoding runs on the chief alone, so workers could disagree on "
           "when to stop; use it on one machine")
     if opts.keep_best in DECODED_METRICS:
-      if not opts.eval_decode:
+      if not opts.eval_decode or self.dev_decoding is None:
         raise keep_best.BestKeeperError(f"--keep_best={opts.keep_best} is measured by decoding "
-                                        "dev: it needs --eval_decode")
+                                        "dev: it needs --eval_decode (and a Trainer given "
+                                        "dev_decoding, as t2t-trainer's is)")
       if opts.keep_best not in self.problem.eval_metrics:
         raise keep_best.BestKeeperError(
             f"--keep_best={opts.keep_best}: {self.problem.name} reports "
@@ -359,6 +367,8 @@ class Trainer:
     if self.jax and opts.eval_decode:
       logging.info("--backend=jax: dev is not decoded during training (beam search runs under "
                    "TensorFlow); decode the saved checkpoints with t2t-decoder")
+    elif opts.eval_decode and self.dev_decoding is None:
+      logging.info("dev is scored teacher-forced only: this Trainer was given no dev_decoding")
     logging.info("tokens per update = %d per device x %d devices x %d accumulate_steps = %d",
                  hp.batch_size, self.replicas, hp.accumulate_steps,
                  hp.tokens_per_update(self.replicas))
@@ -446,28 +456,6 @@ class Trainer:
       return
     averaging.average_checkpoints(self.output_dir, self.options.average_last_n)
 
-  def decode_dev(self) -> dict:
-    """Real (not teacher-forced) decoding of dev, scored with the problem's metrics."""
-    from t2tlite.decoding.decode_hparams import DecodeHParams
-    from t2tlite.decoding.pipeline import DecodePipeline
-    if self._dev_decoder is None:
-      decode_hparams = DecodeHParams().override(self.problem.default_decode_hparams).override(
-          self.options.eval_decode_hparams, "--eval_decode_hparams")
-      self._dev_decoder = DecodePipeline(self.problem, self.model, decode_hparams, self.data_dir)
-      sources, references = self.problem.eval_text("dev", self.data_dir)
-      if self.options.eval_decode_lines:
-        sources = sources[:self.options.eval_decode_lines]
-        references = references[:self.options.eval_decode_lines]
-      self._dev_text = (sources, references)
-    sources, references = self._dev_text
-    decoded = self._dev_decoder.decode(sources, references)
-    if decoded.postprocess_summary:
-      logging.info("dev decodes: %s", decoded.postprocess_summary)
-    logging.info("decoded %d dev sentences in %.1f s (%d batch shapes so far): %s", len(sources),
-                 decoded.seconds, len(self._dev_decoder.decoder.shapes_seen),
-                 " ".join(f"{k} {v:.4f}" for k, v in decoded.metrics.items()))
-    return decoded.metrics
-
   def evaluate(self, step: Optional[int] = None) -> dict:
     """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best."""
     step = self.step if step is None else step
@@ -498,8 +486,8 @@ class Trainer:
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
     # Decoding needs no other worker; it is TensorFlow's (the train() log says so under JAX).
-    if self.options.eval_decode and self.is_chief and not self.jax:
-      scalars.update(self.decode_dev())
+    if self.options.eval_decode and self.dev_decoding is not None and self.is_chief:
+      scalars.update(self.dev_decoding(self.model))
     return scalars
 
   def _dev_batches(self):
