@@ -281,17 +281,21 @@ class DecoderLayer(_SubLayerWrapper):
 
 
 def _attended_widths(horizons, length):
-  """The widths a cached step may read: the horizons below `length`, then the whole cache.
+  """The widths a cached step may read: the horizons worth a branch, then the whole cache.
 
-  `length` is the cache's static length, or None where the search learns it only when it
-  runs (an exported search): then every horizon is a slice, the last one at least as wide
-  as any cache the search can meet (a slice past the end reads the whole cache).
+  A horizon is worth its branch where it spares at least the first horizon's width of the
+  cache: a switch inside the step costs a small step its own share (translation's input +
+  50 in a buffer under twice the first horizon runs 6-10% faster over the whole buffer),
+  while parsing's input + 300 keeps every doubling horizon. `length` is the cache's static
+  length, or None where the search learns it only when it runs (an exported search): then
+  every horizon is a slice, the last one at least as wide as any cache the search can meet
+  (a slice past the end reads the whole cache).
   """
   if not horizons:
     return [None]
   if length is None:
     return list(horizons)
-  return [h for h in horizons if h < length] + [None]
+  return [h for h in horizons if length - h >= horizons[0]] + [None]
 
 
 def _gather_history(cache, history_index):
