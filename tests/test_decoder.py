@@ -119,6 +119,28 @@ def test_a_cached_step_reads_only_the_positions_before_its_horizon(trained):
   assert np.isnan(logits_with([7], np.nan)).all()  # Inside the horizon, past `step`: read, masked.
 
 
+def test_a_horizon_that_spares_less_than_the_first_horizon_gets_no_branch(trained):
+  """The step reads a short buffer whole: with horizons [4, 8, 10] over 10 positions, 8 would
+  spare only 2 of them (less than the first horizon, 4), so a step at 5 reads all 10 (NaN
+  at 9 turns its logits NaN); over 20 positions ([4, 8, 16, 20]) it stops at 8."""
+  import tensorflow as tf
+  model, _ = trained
+  memory, memory_mask = model.encode(tf.constant([[5, 6, 7, 1]] * 2, tf.int32))
+
+  def logits(length, horizons):
+    state, context = model.initial_decode_state(memory, memory_mask, length)
+    state["history_rows"] = tf.tile(tf.range(2)[:, None], [1, length])
+    where = np.zeros([1, length, 1, 1], bool)
+    where[:, 9:] = True
+    state = {name: {k: tf.where(where, np.nan, v) for k, v in layer.items()}
+             if name.startswith("layer_") else layer for name, layer in state.items()}
+    return model.decode_step(tf.constant([9, 9], tf.int32), tf.constant(5), state, context,
+                             horizons)[0].numpy()
+
+  assert np.isnan(logits(10, [4, 8, 10])).all()
+  assert np.isfinite(logits(20, [4, 8, 16, 20])).all()
+
+
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_search_of_unknown_width_attends_within_the_horizons_and_decodes_the_same(
     trained, beam_size):
