@@ -69,8 +69,8 @@ def tiny_problem():
 def tiny_trainer(output_dir, steps, **options):
   """A Trainer of the tiny run: same problem and hparams, so runs can resume one another."""
   from t2tlite import registry
-  from t2tlite.training.options import TrainOptions
   from t2tlite.decoding.dev_decoding import DevDecoding
+  from t2tlite.training.options import TrainOptions
   from t2tlite.training.trainer import Trainer
   hp = registry.hparams("transformer_tiny").replace(**TINY_RUN_HPARAMS)
   defaults = dict(eval_every=0, eval_steps=2, log_every=10, save_checkpoints_steps=10,

@@ -91,54 +91,47 @@ def test_attending_within_horizons_equals_the_whole_cache_and_recomputation(trai
   assert max(len(beams[0][0]) for beams in results[0]) > 8  # Decoding ran past three horizons.
 
 
+def _step_logits(model, length, horizons, positions=(), value=0.0, step=5):
+  """Logits of one cached step at `step` over a cache of `length` positions (two rows, each
+  its own history), after `value` is written into every layer's keys and values at
+  `positions`."""
+  import tensorflow as tf
+  memory, memory_mask = model.encode(tf.constant([[5, 6, 7, 1]] * 2, tf.int32))
+  state, context = model.initial_decode_state(memory, memory_mask, length)
+  state["history_rows"] = tf.tile(tf.range(2)[:, None], [1, length])
+  where = np.zeros([1, length, 1, 1], bool)
+  where[:, list(positions)] = True
+  state = {name: {k: tf.where(where, value, v) for k, v in layer.items()}
+           if name.startswith("layer_") else layer for name, layer in state.items()}
+  return model.decode_step(tf.constant([9, 9], tf.int32), tf.constant(step), state, context,
+                           horizons)[0].numpy()
+
+
 def test_a_cached_step_reads_only_the_positions_before_its_horizon(trained):
   """A step attends within the first horizon past `step`: NaN written into the cache at and
   past that horizon leaves its logits exactly as they were (a read, even masked, would turn
   them NaN: 0 * NaN), while noise before `step` changes them."""
-  import tensorflow as tf
   model, _ = trained
-  rows, length, step, horizons = 3, 20, 5, [4, 8, 20]
-  memory, memory_mask = model.encode(tf.constant([[5, 6, 7, 1]] * rows, tf.int32))
-  state, context = model.initial_decode_state(memory, memory_mask, length)
-  state["history_rows"] = tf.tile(tf.range(rows)[:, None], [1, length])
-  shape = state["layer_0"]["key"].shape
-
-  def logits_with(positions, value):
-    where = np.zeros([1, length, 1, 1], bool)
-    where[:, positions] = True
-    written = {name: {k: tf.where(where, value, v) for k, v in layer.items()}
-               if name.startswith("layer_") else layer for name, layer in state.items()}
-    ids = tf.constant([9] * rows, tf.int32)
-    return model.decode_step(ids, tf.constant(step), written, context, horizons)[0].numpy()
-
-  clean = logits_with([], 0.0)
+  length, horizons = 20, [4, 8, 20]
+  clean = _step_logits(model, length, horizons)
   assert np.isfinite(clean).all()
-  np.testing.assert_array_equal(logits_with(list(range(8, length)), np.nan), clean)
-  noise = np.random.RandomState(0).normal(size=shape).astype(np.float32)
-  assert np.abs(logits_with([2], noise) - clean).max() > 1e-3
-  assert np.isnan(logits_with([7], np.nan)).all()  # Inside the horizon, past `step`: read, masked.
+  np.testing.assert_array_equal(_step_logits(model, length, horizons, range(8, length), np.nan),
+                                clean)
+  hp = model.hparams
+  noise = np.random.RandomState(0).normal(size=(2, length, hp.num_heads, hp.key_dim))
+  assert np.abs(_step_logits(model, length, horizons, [2], noise.astype(np.float32))
+                - clean).max() > 1e-3
+  # Inside the horizon, past `step`: read, masked.
+  assert np.isnan(_step_logits(model, length, horizons, [7], np.nan)).all()
 
 
 def test_a_horizon_that_spares_less_than_the_first_horizon_gets_no_branch(trained):
   """The step reads a short buffer whole: with horizons [4, 8, 10] over 10 positions, 8 would
   spare only 2 of them (less than the first horizon, 4), so a step at 5 reads all 10 (NaN
   at 9 turns its logits NaN); over 20 positions ([4, 8, 16, 20]) it stops at 8."""
-  import tensorflow as tf
   model, _ = trained
-  memory, memory_mask = model.encode(tf.constant([[5, 6, 7, 1]] * 2, tf.int32))
-
-  def logits(length, horizons):
-    state, context = model.initial_decode_state(memory, memory_mask, length)
-    state["history_rows"] = tf.tile(tf.range(2)[:, None], [1, length])
-    where = np.zeros([1, length, 1, 1], bool)
-    where[:, 9:] = True
-    state = {name: {k: tf.where(where, np.nan, v) for k, v in layer.items()}
-             if name.startswith("layer_") else layer for name, layer in state.items()}
-    return model.decode_step(tf.constant([9, 9], tf.int32), tf.constant(5), state, context,
-                             horizons)[0].numpy()
-
-  assert np.isnan(logits(10, [4, 8, 10])).all()
-  assert np.isfinite(logits(20, [4, 8, 16, 20])).all()
+  assert np.isnan(_step_logits(model, 10, [4, 8, 10], range(9, 10), np.nan)).all()
+  assert np.isfinite(_step_logits(model, 20, [4, 8, 16, 20], range(9, 20), np.nan)).all()
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
