@@ -66,12 +66,15 @@ class ParsingProblem(TranslateProblem):
   # constrain_trees: every output a well-formed tree over the source words (not in the paper,
   # which repairs nothing either; constrain_trees=false decodes unconstrained).
   # length_multiple=64: each batch width is an XLA compilation of a search that runs
-  # input + 300 in four horizon loops (about 14 s on 2 cores), which the default multiple of 8
-  # paid for five widths on the sample's dev set; padding the sources costs the encoder
+  # input + 300 (then in four horizon loops, about 14 s on 2 cores), which the default multiple
+  # of 8 paid for five widths on the sample's dev set; padding the sources costs the encoder
   # little. Same trees, 2.5 -> 3.3 sentences/s (bench/README.md,
   # "Parsing decode, second pass").
+  # xla_opt_level=1: XLA's backend level 1 (its default is 3) compiles each width's search in
+  # a fifth less time and runs it a tenth faster on a CPU; same trees, test 10.5-11.3 -> 12.0-13.0 sentences/s
+  # (bench/README.md, "Parsing decode, ninth pass").
   default_decode_hparams = ("beam_size=21,alpha=0.3,extra_length=300,constrain_trees=true,"
-                            "length_multiple=64")
+                            "length_multiple=64,xla_opt_level=1")
 
   # --- To implement ---
   def tree_files(self, split: str, tmp_dir: Optional[str]) -> List[Tuple[str, bytes]]:

@@ -148,6 +148,7 @@ def test_datagen_train_decode_parse_eval(shared_dir, tmp_path):
              f"--decode_from_file={tmp_path / 'in'}", f"--decode_reference={tmp_path / 'gold'}",
              f"--decode_to_file={tmp_path / 'out'}", "--decode_hparams=beam_size=2,extra_length=20")
   assert "decoded trees repaired" in proc.stderr
+  assert "xla for compiling: backend optimization level 1" in proc.stderr  # Parsing's default.
   decoded = (tmp_path / "out").read_text().splitlines()
   assert [trees.read_tree(d).words() for d in decoded] == [s.split() for s in sources]
   scores = json.loads((tmp_path / "out.scores.json").read_text())

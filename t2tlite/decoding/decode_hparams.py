@@ -32,12 +32,16 @@ class DecodeHParams:
   sampling_topk: int = 0  # With random: draw among the k most likely tokens; 0: all (fairseq's --sampling-topk).
   sampling_seed: int = 1  # With random: the same seed gives the same sample of a sentence, however it is batched.
   xla: str = "auto"  # Compile the search: auto follows the run's xla hparam (compiled unless "false"); true/false override it.
+  xla_opt_level: int = 0  # XLA's backend optimization level (1-3) on a CPU for the whole process, set before the model loads (xla_choice.request_backend_level); 0: XLA's default (3).
 
   def __post_init__(self):
     object.__setattr__(self, "xla", xla_choice.normalize(self.xla))
     if self.xla not in xla_choice.CHOICES:
       raise overrides.OverrideError(
           f"--decode_hparams: xla={self.xla!r} must be one of {', '.join(xla_choice.CHOICES)}")
+    if not 0 <= self.xla_opt_level <= 3:
+      raise overrides.OverrideError(
+          f"--decode_hparams: xla_opt_level={self.xla_opt_level} must be 0 (XLA's default) to 3")
     for name in ("beam_size", "batch_size", "length_multiple", "tree_max_depth"):
       if getattr(self, name) < 1:
         raise overrides.OverrideError(f"--decode_hparams: {name}={getattr(self, name)} must be >= 1")

@@ -15,6 +15,7 @@ def load_pipeline(output_dir: str, problem, data_dir: Optional[str], decode_hpar
                   checkpoint_path: Optional[str] = None, hparams_overrides: str = "",
                   hparams_set: Optional[str] = None) -> Tuple[object, str]:
   """(DecodePipeline, checkpoint path) of the run in `output_dir`; one-line errors."""
+  from t2tlite import xla_choice
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.pipeline import DecodePipeline
   from t2tlite.training import run_dir, run_identity
@@ -27,5 +28,6 @@ def load_pipeline(output_dir: str, problem, data_dir: Optional[str], decode_hpar
   hp = DecodeHParams().override(problem.default_decode_hparams).override(decode_hparams)
   # The ids the model was trained on must mean the same words here.
   run_identity.check_data(output_dir, run_info, hparams, problem, data_dir)
+  xla_choice.request_backend_level(hp.xla_opt_level)  # Before anything in this process compiles.
   model, checkpoint = run_dir.load_model(output_dir, checkpoint_path, hparams_overrides)
   return DecodePipeline(problem, model, hp, data_dir), checkpoint
