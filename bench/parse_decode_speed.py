@@ -47,14 +47,15 @@ def main(argv=None):
   p.add_argument("--output_json", default="")
   args = p.parse_args(argv)
 
-  from t2tlite import registry
+  from t2tlite import registry, xla_choice
   from t2tlite.decoding.decode_hparams import DecodeHParams
   from t2tlite.decoding.pipeline import DecodePipeline
   from t2tlite.training import run_dir
 
   problem = registry.problem(args.problem)
-  model, checkpoint = run_dir.load_model(args.output_dir, None, "")
   hp = DecodeHParams().override(problem.default_decode_hparams).override(args.decode_hparams)
+  xla_choice.request_backend_level(hp.xla_opt_level)  # As t2t-decoder: before anything compiles.
+  model, checkpoint = run_dir.load_model(args.output_dir, None, "")
   lines = _read_inputs(args.data_dir, args.problem, args.split, args.lines)
   pipelines = {}
   for name, first in (("horizons", 64), ("whole_buffer", 10 ** 9)):
