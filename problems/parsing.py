@@ -71,8 +71,8 @@ class ParsingProblem(TranslateProblem):
   # little. Same trees, 2.5 -> 3.3 sentences/s (bench/README.md,
   # "Parsing decode, second pass").
   # xla_opt_level=1: XLA's backend level 1 (its default is 3) compiles each width's search in
-  # a fifth less time and runs it a tenth faster on a CPU; same trees, test 10.5-11.3 -> 12.0-13.0 sentences/s
-  # (bench/README.md, "Parsing decode, ninth pass").
+  # a fifth less time and runs it a tenth faster on a CPU; same trees, test 10.4-11.1 ->
+  # 11.3-12.5 sentences/s (bench/README.md, "Parsing decode, ninth pass").
   default_decode_hparams = ("beam_size=21,alpha=0.3,extra_length=300,constrain_trees=true,"
                             "length_multiple=64,xla_opt_level=1")
 
