@@ -47,21 +47,19 @@ def main(argv=None):
   p.add_argument("--output_json", default="")
   args = p.parse_args(argv)
 
-  from t2tlite import registry, xla_choice
-  from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite import registry
+  from t2tlite.decoding.loading import load_pipeline
   from t2tlite.decoding.pipeline import DecodePipeline
-  from t2tlite.training import run_dir
 
   problem = registry.problem(args.problem)
-  hp = DecodeHParams().override(problem.default_decode_hparams).override(args.decode_hparams)
-  xla_choice.request_backend_level(hp.xla_opt_level)  # As t2t-decoder: before anything compiles.
-  model, checkpoint = run_dir.load_model(args.output_dir, None, "")
+  # As t2t-decoder loads it: the decode hparams under the problem's, XLA's level, the model.
+  loaded, checkpoint = load_pipeline(args.output_dir, problem, args.data_dir, args.decode_hparams)
+  hp = loaded.hparams
   lines = _read_inputs(args.data_dir, args.problem, args.split, args.lines)
-  pipelines = {}
+  pipelines = {"horizons": loaded,
+               "whole_buffer": DecodePipeline(problem, loaded.decoder.model, hp, args.data_dir)}
   for name, first in (("horizons", 64), ("whole_buffer", 10 ** 9)):
-    pipe = DecodePipeline(problem, model, hp, args.data_dir)
-    pipe.decoder.first_horizon = first
-    pipelines[name] = pipe
+    pipelines[name].decoder.first_horizon = first
   rates = {name: [] for name in pipelines}
   warmup_seconds, steps = {}, {}
   outputs = {}
