@@ -8,6 +8,16 @@ compiles it. Between updates the state lives only in those arrays; it is
 written back into the Keras variables (`write_to_model`) when something
 outside the step reads them: a checkpoint, `best/`, the weights checksum.
 
+Adam's two moments and the dropout seed states cross jit as a few flat
+buffers (`FlatBuffers`), not as their ~410 arrays (transformer_base: 181
+weights, 362 moments, 50 seed states): a call's host cost grows with its
+argument count, and where a step takes tens of milliseconds on a GPU that cost
+is a share of the step whenever the host waits for its result. On an H200 it
+cut the call from 7.2 to 3.5 ms and raised the base step from 597k to 625k
+target tokens/s with a host sync per step, leaving the step's GPU time as it
+was (bench/README.md, "GPU"). The weights stay arrays: slicing them out of a
+buffer for every matmul costs more GPU time than it saves (tried, 2026-11-27).
+
 Same mathematics as the TensorFlow step (train_step.py), so the two
 backends train the same model:
 * loss: the label-smoothed token loss (losses.py) summed over the batch's
@@ -17,8 +27,11 @@ backends train the same model:
   (the Noam step counts updates);
 * the global gradient norm is reported, and clipped by when
   `clip_grad_norm` > 0 (tf.clip_by_global_norm's formula);
-* Adam and the Noam schedule are the Keras optimizer of optimization.py,
-  applied statelessly, so `iterations` and both moments are in the state;
+* Adam and the Noam schedule are the Keras optimizer of optimization.py: its
+  schedule, betas and epsilon, and Keras's Adam formula written on the flat
+  moments (`adam_update`; tests/test_jax_flat_state.py ties it to Keras's own
+  `stateless_apply`, bit for bit), so `iterations` and both moments are in
+  the state;
 * dropout draws from the Keras seed generators, whose states are among the
   model's non-trainable variables: `stateless_call` returns them advanced.
 
@@ -67,12 +80,72 @@ def clip_by_global_norm(grads, clip_norm, norm):
   return [(g * scale).astype(g.dtype) for g in grads]
 
 
+class FlatBuffers:
+  """A list of arrays <-> one 1-D buffer per dtype (a tuple, in order of first appearance).
+
+  The layout is fixed by the arrays given at construction (dtype and shape of
+  each); `pack` and `unpack` work inside and outside jit and move data only.
+  """
+
+  def __init__(self, arrays):
+    self.dtypes = []
+    self.layout = []  # Per array: (buffer index, offset, shape).
+    sizes = []
+    for array in arrays:
+      dtype = jnp.dtype(array.dtype)
+      if dtype not in self.dtypes:
+        self.dtypes.append(dtype)
+        sizes.append(0)
+      index = self.dtypes.index(dtype)
+      shape = tuple(array.shape)
+      self.layout.append((index, sizes[index], shape))
+      sizes[index] += math.prod(shape)
+
+  def pack(self, arrays) -> tuple:
+    if len(arrays) != len(self.layout):
+      raise ValueError(f"FlatBuffers.pack: {len(arrays)} arrays, the layout has {len(self.layout)}")
+    parts = [[] for _ in self.dtypes]
+    for (index, _, _), array in zip(self.layout, arrays):
+      parts[index].append(jnp.ravel(array))
+    return tuple(jnp.concatenate(p) if len(p) > 1 else p[0] for p in parts)
+
+  def unpack(self, buffers) -> list:
+    return [jax.lax.slice(buffers[index], (offset,), (offset + math.prod(shape),)).reshape(shape)
+            for index, offset, shape in self.layout]
+
+
+def adam_update(optimizer, weights, grads, iterations, moments, velocities, layout):
+  """Keras's Adam on flat moments: (new weights, new moments, new velocities).
+
+  m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2), w -= m alpha / (sqrt(v) + eps) with
+  alpha = lr sqrt(1 - b2^t) / (1 - b1^t), t = iterations + 1 and lr the optimizer's
+  schedule at `iterations`: keras.optimizers.Adam.update_step, op for op. `moments` and
+  `velocities` are FlatBuffers tuples of `layout`; the new ones are computed over whole
+  buffers, and each weight reads its slice of them.
+  """
+  flat_grads = layout.pack([g.astype(w.dtype) for g, w in zip(grads, weights)])
+  moments = tuple(m + (g - m) * (1 - optimizer.beta_1) for m, g in zip(moments, flat_grads))
+  velocities = tuple(v + (jnp.square(g) - v) * (1 - optimizer.beta_2)
+                     for v, g in zip(velocities, flat_grads))
+  rate = optimizer._learning_rate  # The schedule, or a float (learning_rate_schedule).
+  rate = rate(iterations) if callable(rate) else rate
+  new_weights = []
+  for w, m, v in zip(weights, layout.unpack(moments), layout.unpack(velocities)):
+    step = (iterations + 1).astype(w.dtype)
+    beta_1_power = jnp.power(jnp.asarray(optimizer.beta_1, w.dtype), step)
+    beta_2_power = jnp.power(jnp.asarray(optimizer.beta_2, w.dtype), step)
+    alpha = jnp.asarray(rate, w.dtype) * jnp.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+    new_weights.append(w - (m * alpha) / (jnp.sqrt(v) + optimizer.epsilon))
+  return new_weights, moments, velocities
+
+
 class JaxTrainer:
   """Holds the training state as arrays and applies compiled updates to it.
 
-  `state` = (trainable, non_trainable, optimizer variables), each a list in
-  the order of `model.trainable_variables`, `model.non_trainable_variables`
-  and `optimizer.variables`.
+  `state` = (weights, seed states, (iterations, moments, velocities)): the
+  weights a list in the order of `model.trainable_variables`; the seed states
+  (`model.non_trainable_variables`) and Adam's moments and velocities as
+  FlatBuffers tuples.
   """
 
   def __init__(self, model, optimizer, hparams, distribution=None):
@@ -80,14 +153,19 @@ class JaxTrainer:
       raise JaxStepError("--hparams=dtype=mixed_float16: dynamic loss scaling is in the "
                          "TensorFlow step only; use mixed_bfloat16 (no scaling needed) or "
                          "float32 under --backend=jax")
+    if (not isinstance(optimizer, keras.optimizers.Adam) or optimizer.amsgrad or optimizer.use_ema
+        or optimizer.weight_decay or optimizer.clipnorm or optimizer.clipvalue
+        or optimizer.global_clipnorm):
+      raise JaxStepError("the JAX step applies plain Adam (optimization.make_optimizer), got "
+                         f"{type(optimizer).__name__} with other settings")
     self.model = model
     self.optimizer = optimizer
     self.hparams = hparams
     self.distribution = distribution
     self.train_traces = 0
     self.eval_traces = 0
-    self._iterations_index = next(i for i, v in enumerate(optimizer.variables)
-                                  if v is optimizer.iterations)
+    self._moment_layout = FlatBuffers(model.trainable_variables)
+    self._seeds = FlatBuffers(model.non_trainable_variables)
     self.read_from_model()
     # The state's old buffers are reused for the new one (no second copy on the device).
     self._train = jax.jit(self._train_step, donate_argnums=(0,))
@@ -97,19 +175,24 @@ class JaxTrainer:
   def read_from_model(self) -> None:
     """Takes the state from the Keras variables (after building, restoring, warm starting)."""
     copy = lambda v: jnp.array(v.value, copy=True)  # noqa: E731 - donated later: own buffers.
+    opt, layout = self.optimizer, self._moment_layout
     self.state = ([copy(v) for v in self.model.trainable_variables],
-                  [copy(v) for v in self.model.non_trainable_variables],
-                  [copy(v) for v in self.optimizer.variables])
+                  self._seeds.pack([copy(v) for v in self.model.non_trainable_variables]),
+                  (copy(opt.iterations), layout.pack([copy(m) for m in opt._momentums]),
+                   layout.pack([copy(v) for v in opt._velocities])))
     # Kept on the host too: every update adds one (mixed_float16's skipped updates are refused
     # above), so reading the step does not wait for the device at every update.
-    self._iterations = int(self.state[2][self._iterations_index])
+    self._iterations = int(opt.iterations.value)
 
   def write_to_model(self) -> None:
     """Writes the state into the Keras variables (copies: the next update donates the state)."""
-    trainable, non_trainable, optimizer_vars = self.state
-    for variables, values in ((self.model.trainable_variables, trainable),
-                              (self.model.non_trainable_variables, non_trainable),
-                              (self.optimizer.variables, optimizer_vars)):
+    weights, seeds, (iterations, moments, velocities) = self.state
+    opt = self.optimizer
+    for variables, values in ((self.model.trainable_variables, weights),
+                              (self.model.non_trainable_variables, self._seeds.unpack(seeds)),
+                              (opt._momentums, self._moment_layout.unpack(moments)),
+                              (opt._velocities, self._moment_layout.unpack(velocities)),
+                              ([opt.iterations], [iterations])):
       for variable, value in zip(variables, values):
         variable.assign(jnp.array(value, copy=True))
 
@@ -142,8 +225,8 @@ class JaxTrainer:
 
   def eval_step(self, batch: dict) -> dict:
     """Teacher-forced metric sums of a batch, without dropout; the state is unchanged."""
-    trainable, non_trainable, _ = self.state
-    return self._eval(trainable, non_trainable, self.shard_batch(batch))
+    weights, seeds, _ = self.state
+    return self._eval(weights, seeds, self.shard_batch(batch))
 
   def _loss(self, trainable, non_trainable, batch, global_tokens):
     logits, non_trainable = self.model.stateless_call(trainable, non_trainable, batch,
@@ -154,7 +237,8 @@ class JaxTrainer:
 
   def _train_step(self, state, batch):
     self.train_traces += 1  # Runs at trace time only: one per compiled batch shape.
-    trainable, non_trainable, optimizer_vars = state
+    trainable, seeds, (iterations, moments, velocities) = state
+    non_trainable = self._seeds.unpack(seeds)
     targets = batch["targets"]
     global_tokens = jnp.maximum(jnp.sum((targets != PAD_ID).astype(jnp.float32)), 1.0)
     grad_fn = jax.grad(self._loss, has_aux=True)
@@ -184,12 +268,15 @@ class JaxTrainer:
     grad_norm = global_norm(grads)
     if self.hparams.clip_grad_norm > 0:
       grads = clip_by_global_norm(grads, self.hparams.clip_grad_norm, grad_norm)
-    trainable, optimizer_vars = self.optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return (trainable, non_trainable, optimizer_vars), dict(sums, grad_norm=grad_norm)
+    trainable, moments, velocities = adam_update(self.optimizer, trainable, grads, iterations,
+                                                 moments, velocities, self._moment_layout)
+    return ((trainable, self._seeds.pack(non_trainable), (iterations + 1, moments, velocities)),
+            dict(sums, grad_norm=grad_norm))
 
-  def _eval_step(self, trainable, non_trainable, batch):
+  def _eval_step(self, trainable, seeds, batch):
     self.eval_traces += 1
-    logits, _ = self.model.stateless_call(trainable, non_trainable, batch, training=False)
+    logits, _ = self.model.stateless_call(trainable, self._seeds.unpack(seeds), batch,
+                                          training=False)
     return _sums(losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing,
                                         batch.get("targets_segmentation")))
 
