@@ -271,15 +271,19 @@ def step_flops(hp, B, S, T):
 # --------------------------------------------------------------------------------------------
 # Worker: one measurement of t2tlite in this process.
 # --------------------------------------------------------------------------------------------
-def time_steps(step, batch, warmup, steps, tag):
+def time_steps(step, batch, warmup, steps, tag, call_times=None):
   """(timed step seconds, warm-up step seconds, per-token losses) of warmup + steps updates.
 
   `step(batch)` returns the metric sums; reading the loss is the host sync that ends a step.
+  `call_times`, a list, gets each timed step's seconds until `step` returned (before the
+  sync): the host's share where the device runs the step asynchronously.
   """
   times, warm_times, losses = [], [], []
   for i in range(warmup + steps):
     t0 = time.perf_counter()
     sums = step(batch)
+    if call_times is not None and i >= warmup:
+      call_times.append(time.perf_counter() - t0)
     loss = float(sums["loss"]) / float(sums["tokens"])  # host sync
     dt = time.perf_counter() - t0
     (times if i >= warmup else warm_times).append(dt)

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -160,3 +161,43 @@ def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
   assert s["by_part"] == pytest.approx({
       "matmul (cuBLAS)": 0.300, "attention": 0.120, "norm": 0.050, "dropout": 0.040,
       "loss": 0.030, "feed_forward": 0.010, "unattributed": 0.005})
+
+
+@needs_jax
+def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
+  """bench/jax_step_variants.py: every variant in one process, XLA options reaching that
+  variant's step only (XLA's own dump of the options it compiled with), hparams variants on
+  their own model, per-round ratios and MFU from the shared FLOP formula."""
+  dump, out, peak = tmp_path / "dump", tmp_path / "variants.json", 0.5
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO, "bench", "jax_step_variants.py"),
+       "--variant", "base", "--variant", f"level1:xla_backend_optimization_level=1,xla_dump_to={dump}",
+       "--variant", "no_dropout:dropout=0.0", "--hparams_set", "transformer_tiny", "--vocab", "64",
+       "--length", "8", "--tokens", "32", "--warmup", "1", "--steps", "2", "--rounds", "2",
+       "--peak_tflops", str(peak), "--output_json", str(out)],
+      capture_output=True, text=True, env=_no_tensorflow_env(tmp_path), timeout=600)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  result = json.loads(out.read_text())
+  assert result["tensorflow_loaded"] is False and (result["rows"], result["length"]) == (4, 8)
+  variants = result["variants"]
+  assert list(variants) == ["base", "level1", "no_dropout"]
+  assert variants["level1"]["xla_options"] == {"xla_backend_optimization_level": "1",
+                                               "xla_dump_to": str(dump)}
+  assert variants["no_dropout"]["hparams"] == "dropout=0.0"
+  # Only the level-1 variant's step was compiled with the options, and at level 1.
+  [options] = dump.glob("*.debug_options")
+  assert "_train_step" in options.name
+  assert "xla_backend_optimization_level: 1" in options.read_text()
+  hp = registry.hparams("transformer_tiny")
+  flops = _shared_flops().train_flops_per_step(4, 8, 8, hp.d_model, hp.d_ff, hp.num_encoder_layers,
+                                               hp.num_decoder_layers, 64)
+  base = variants["base"]
+  for res in variants.values():
+    assert len(res["synced_s"]) == len(res["pipelined_s"]) == len(res["call_s"]) == 2
+    assert all(0 < call <= step for call, step in zip(res["call_s"], res["synced_s"]))
+    assert res["ratio_per_round"] == pytest.approx(
+        [b / a for a, b in zip(res["synced_s"], base["synced_s"])])
+    assert res["flops_per_step"] == flops
+    assert res["synced_mfu"] == pytest.approx(
+        flops / statistics.median(res["synced_s"]) / 1e12 / peak, rel=1e-9)
+  assert base["ratio_per_round"] == [1.0, 1.0]

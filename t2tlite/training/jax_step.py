@@ -148,7 +148,10 @@ class JaxTrainer:
   FlatBuffers tuples.
   """
 
-  def __init__(self, model, optimizer, hparams, distribution=None):
+  def __init__(self, model, optimizer, hparams, distribution=None, compiler_options=None):
+    """`compiler_options`: XLA options for compiling the train step (XLA_FLAGS' names, e.g.
+    {"xla_gpu_enable_command_buffer": ""}), so that variants compare in one process
+    (bench/jax_step_variants.py); None keeps the process's."""
     if hparams.dtype == "mixed_float16":
       raise JaxStepError("--hparams=dtype=mixed_float16: dynamic loss scaling is in the "
                          "TensorFlow step only; use mixed_bfloat16 (no scaling needed) or "
@@ -168,7 +171,8 @@ class JaxTrainer:
     self._seeds = FlatBuffers(model.non_trainable_variables)
     self.read_from_model()
     # The state's old buffers are reused for the new one (no second copy on the device).
-    self._train = jax.jit(self._train_step, donate_argnums=(0,))
+    self._train = jax.jit(self._train_step, donate_argnums=(0,),
+                          compiler_options=compiler_options)
     self._eval = jax.jit(self._eval_step)
 
   # --- State <-> Keras variables ---
