@@ -9,8 +9,8 @@ written back into the Keras variables (`write_to_model`) when something
 outside the step reads them: a checkpoint, `best/`, the weights checksum.
 
 Adam's two moments and the dropout seed states cross jit as a few flat
-buffers (`FlatBuffers`), not as their ~410 arrays (transformer_base: 181
-weights, 362 moments, 50 seed states): a call's host cost grows with its
+buffers (`FlatBuffers`), not as their ~410 arrays (transformer_base: 362
+moments and 50 seed states beside 181 weights): a call's host cost grows with its
 argument count, and where a step takes tens of milliseconds on a GPU that cost
 is a share of the step whenever the host waits for its result. On an H200 it
 cut the call from 7.2 to 3.5 ms and raised the base step from 597k to 625k
