@@ -114,6 +114,12 @@ class FlatBuffers:
             for index, offset, shape in self.layout]
 
 
+def rate_at(optimizer, iterations):
+  """The optimizer's learning rate at `iterations` updates: its schedule's value, or its float."""
+  rate = optimizer._learning_rate  # The schedule, or a float (learning_rate_schedule).
+  return rate(iterations) if callable(rate) else rate
+
+
 def adam_update(optimizer, weights, grads, iterations, moments, velocities, layout):
   """Keras's Adam on flat moments: (new weights, new moments, new velocities).
 
@@ -127,16 +133,17 @@ def adam_update(optimizer, weights, grads, iterations, moments, velocities, layo
   moments = tuple(m + (g - m) * (1 - optimizer.beta_1) for m, g in zip(moments, flat_grads))
   velocities = tuple(v + (jnp.square(g) - v) * (1 - optimizer.beta_2)
                      for v, g in zip(velocities, flat_grads))
-  rate = optimizer._learning_rate  # The schedule, or a float (learning_rate_schedule).
-  rate = rate(iterations) if callable(rate) else rate
-  new_weights = []
-  for w, m, v in zip(weights, layout.unpack(moments), layout.unpack(velocities)):
-    step = (iterations + 1).astype(w.dtype)
-    beta_1_power = jnp.power(jnp.asarray(optimizer.beta_1, w.dtype), step)
-    beta_2_power = jnp.power(jnp.asarray(optimizer.beta_2, w.dtype), step)
-    alpha = jnp.asarray(rate, w.dtype) * jnp.sqrt(1 - beta_2_power) / (1 - beta_1_power)
-    new_weights.append(w - (m * alpha) / (jnp.sqrt(v) + optimizer.epsilon))
-  return new_weights, moments, velocities
+  rate = rate_at(optimizer, iterations)
+  alphas = []  # Per buffer (weight dtype): one scalar for every weight in it.
+  for dtype in layout.dtypes:
+    step = (iterations + 1).astype(dtype)
+    beta_1_power = jnp.power(jnp.asarray(optimizer.beta_1, dtype), step)
+    beta_2_power = jnp.power(jnp.asarray(optimizer.beta_2, dtype), step)
+    alphas.append(jnp.asarray(rate, dtype) * jnp.sqrt(1 - beta_2_power) / (1 - beta_1_power))
+  return ([w - (m * alphas[index]) / (jnp.sqrt(v) + optimizer.epsilon)
+           for w, m, v, (index, _, _) in zip(weights, layout.unpack(moments),
+                                             layout.unpack(velocities), layout.layout)],
+          moments, velocities)
 
 
 class JaxTrainer:
@@ -207,10 +214,7 @@ class JaxTrainer:
 
   def learning_rate(self) -> float:
     """The rate of the next update: the schedule at the state's `iterations`."""
-    rate = self.optimizer._learning_rate  # The schedule, or a float (learning_rate_schedule).
-    if callable(rate):
-      return float(rate(self.iterations))
-    return float(rate)
+    return float(rate_at(self.optimizer, self.iterations))
 
   # --- Batches ---
   def shard_batch(self, batch: dict) -> dict:
