@@ -49,6 +49,14 @@ class TranslateOptions:
   # cased, as the paper's WMT data. On is how Multi30k's published systems are trained (the
   # task's lowercased files), for its lowercased BLEU.
   lowercase: bool = False
+  # BPE-dropout (Provilkov et al., 2020; not in the paper): the train split's segmentation
+  # skips each BPE merge with this probability, so the model sees many segmentations of a
+  # word; dev and test keep the deterministic one. 0 (the paper): off. Provilkov et al. use 0.1.
+  subword_dropout: float = 0.0
+  # With subword_dropout: the train split is written this many times, each copy segmented
+  # anew (seeded), so epochs see different segmentations, as Provilkov et al.'s per-batch
+  # dropout does, from records written once.
+  subword_samples: int = 1
 
 
 class TranslateProblem(Problem):
@@ -69,6 +77,15 @@ class TranslateProblem(Problem):
     if self.options.vocab_type not in subword.VOCAB_TYPES:
       raise overrides.OverrideError(f"{flag}: vocab_type={self.options.vocab_type!r} must be "
                                     f"one of {', '.join(subword.VOCAB_TYPES)}")
+    dropout, samples = self.options.subword_dropout, self.options.subword_samples
+    if not 0.0 <= dropout < 1.0:
+      raise overrides.OverrideError(f"{flag}: subword_dropout={dropout} must be in [0, 1)")
+    if dropout and self.options.vocab_type != "bpe":
+      raise overrides.OverrideError(f"{flag}: subword_dropout needs vocab_type=bpe (it drops "
+                                    f"BPE merges), not {self.options.vocab_type!r}")
+    if samples < 1 or (samples > 1 and not dropout):
+      raise overrides.OverrideError(f"{flag}: subword_samples={samples} must be 1, or more "
+                                    "with subword_dropout > 0 (else the copies are identical)")
 
   # --- To implement ---
   def source_target_pairs(self, split: str, tmp_dir: Optional[str]) -> Iterator[Tuple[str, str]]:
@@ -198,10 +215,15 @@ class TranslateProblem(Problem):
       return
     n_shards = len(self.shard_paths(data_dir, split))
     stats = parallel_text.LineStats()
-    progress = Progress(f"{self.name} {split}", self.split_size_hint(split, tmp_dir), "pairs")
+    dropout = self.options.subword_dropout if split == "train" else 0.0
+    copies = self.options.subword_samples if dropout else 1
+    hint = self.split_size_hint(split, tmp_dir)
+    progress = Progress(f"{self.name} {split}", hint and hint * copies, "pairs")
     with records.SplitWriter(files[:n_shards], files[n_shards:-1], files[-1]) as writer:
-      pairs = parallel_text.drop_empty(self.text_pairs(split, tmp_dir), stats)
-      for sources, targets, source_ids, target_ids in tokenize_pairs(pairs, encoder):
+      pairs = (pair for _ in range(copies)
+               for pair in parallel_text.drop_empty(self.text_pairs(split, tmp_dir), stats))
+      for sources, targets, source_ids, target_ids in tokenize_pairs(
+          pairs, encoder, subword_dropout=dropout):
         for k in range(len(sources)):
           writer.write(sources[k], targets[k], source_ids[k], target_ids[k])
         progress.update(writer.count)
@@ -244,7 +266,7 @@ class TranslateProblem(Problem):
 
 
 def tokenize_pairs(pairs, encoder: subword.SubwordEncoder, chunk: int = _CHUNK,
-                   in_graph: bool = False):
+                   in_graph: bool = False, subword_dropout: float = 0.0):
   """Yields (sources, targets, source_ids, target_ids) per chunk of pairs.
 
   By default sentencepiece's C++ batch encoder (all cores) tokenizes the next
@@ -252,9 +274,17 @@ def tokenize_pairs(pairs, encoder: subword.SubwordEncoder, chunk: int = _CHUNK,
   is ~2x faster than the tensorflow_text graph op (bench/datagen_throughput.py)
   and gives the same ids from the same model file (tests/test_translate.py).
   `in_graph=True` tokenizes with tensorflow_text instead.
+
+  `subword_dropout` > 0 samples each segmentation with that BPE-dropout
+  (`subword.sampled_encoder`: seeded per chunk, so a rerun writes the same ids).
   """
-  encode = _in_graph_encoder(encoder) if in_graph else (
-      lambda lines: encoder.processor.encode(lines, num_threads=os.cpu_count() or 1))
+  if subword_dropout:
+    if in_graph:
+      raise ValueError("subword_dropout samples with sentencepiece's encoder, not in-graph")
+    encode = subword.sampled_encoder(encoder, subword_dropout)
+  else:
+    encode = _in_graph_encoder(encoder) if in_graph else (
+        lambda lines: encoder.processor.encode(lines, num_threads=os.cpu_count() or 1))
 
   def chunks():
     sources, targets = [], []

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from t2tlite import registry
 from t2tlite.data import parallel_text, subword
+from t2tlite.problems import translate
 from t2tlite.problems.problem import Problem, ProblemError
 from t2tlite.training import input_pipeline
 from tests.helpers import SHARED as SHARED_ROOT, TINY_SHAPE, hparams_flag, run
@@ -281,6 +282,67 @@ def test_translate_files_drops_and_counts_empty_pairs(tmp_path):
       (5000, 13, 4987)
   assert not problem.has_data("dev", str(tmp_path))
   assert problem.has_data("train", str(tmp_path))
+
+
+def _records(problem, data_dir, split):
+  return [(list(ex["inputs"].numpy()), list(ex["targets"].numpy()))
+          for ex in problem.dataset(split, data_dir)]
+
+
+@needs_data
+def test_subword_dropout_samples_train_segmentations_and_keeps_dev(tmp_path):
+  """BPE-dropout: every train copy spells its line exactly in finer, differing pieces.
+
+  Truths: decoding (sentencepiece's own) gives the raw lines back; sentencepiece's
+  deterministic encode is the segmentation dev must keep; BPE with (nearly) every
+  merge dropped leaves single characters.
+  """
+  src, tgt = f"{MULTI30K}/test_2016_flickr.en.gz", f"{MULTI30K}/test_2016_flickr.de.gz"
+  dev_src, dev_tgt = f"{MULTI30K}/val.en.gz", f"{MULTI30K}/val.de.gz"
+  files = (f"train_source={src},train_target={tgt},dev_source={dev_src},dev_target={dev_tgt},"
+           "vocab_size=1000")
+
+  def generate(data_dir, dropout, samples):
+    problem = registry.problem("translate_files")
+    problem.configure(f"{files},subword_dropout={dropout},subword_samples={samples}")
+    problem.generate_data(str(data_dir))
+    return problem, problem.encoders(str(data_dir))["targets"]
+
+  problem, encoder = generate(tmp_path / "a", 0.1, 3)
+  sources, targets = gz_lines(src), gz_lines(tgt)
+  train = _records(problem, str(tmp_path / "a"), "train")
+  assert len(train) == 3 * len(sources)
+  assert [encoder.decode(t) for _, t in train] == targets * 3
+  assert [encoder.decode(s) for s, _ in train] == sources * 3
+  plain = [ids + [1] for ids in encoder.processor.encode(targets)]
+  copies = [[t for _, t in train[k * len(targets):(k + 1) * len(targets)]] for k in range(3)]
+  for copy in copies:
+    assert sum(a != b for a, b in zip(copy, plain)) > len(plain) // 2
+    assert sum(map(len, copy)) > 1.1 * sum(map(len, plain))  # Finer pieces.
+  assert copies[0] != copies[1] != copies[2]
+  # Dev keeps the deterministic segmentation the decoder will read.
+  assert [t for _, t in _records(problem, str(tmp_path / "a"), "dev")] == \
+      [ids + [1] for ids in encoder.processor.encode(gz_lines(dev_tgt))]
+  # Reproducible: a second datagen writes the same records.
+  again, _ = generate(tmp_path / "b", 0.1, 3)
+  assert _records(again, str(tmp_path / "b"), "train") == train
+  # Merges dropped almost always: (nearly) every piece is one character.
+  rough, rough_encoder = generate(tmp_path / "c", 0.99, 1)
+  pieces = [rough_encoder.processor.id_to_piece(int(i))
+            for _, t in _records(rough, str(tmp_path / "c"), "train") for i in t[:-1]]
+  assert sum(len(p) == 1 for p in pieces) > 0.97 * len(pieces)
+
+
+def test_subword_dropout_option_errors():
+  problem = registry.problem("multi30k_ende")
+  with pytest.raises(Exception, match="subword_samples=4 must be 1, or more with subword_dropout"):
+    problem.configure("subword_samples=4")
+  with pytest.raises(Exception, match=r"subword_dropout=1.0 must be in \[0, 1\)"):
+    problem.configure("subword_dropout=1.0")
+  with pytest.raises(Exception, match="subword_dropout needs vocab_type=bpe .*, not .unigram."):
+    problem.configure("subword_dropout=0.1,vocab_type=unigram")
+  with pytest.raises(ValueError, match="not in-graph"):
+    next(translate.tokenize_pairs(iter([("a", "b")]), None, in_graph=True, subword_dropout=0.1))
 
 
 def write(path, text, mode="w"):

@@ -177,6 +177,28 @@ class SubwordEncoder(text_encoder.TextEncoder):
     return [b.decode("utf-8") for b in self.tokenizer.detokenize(ragged).numpy()]
 
 
+def sampled_encoder(encoder: SubwordEncoder, dropout: float, seed: int = 1):
+  """lines -> id lists, each segmentation sampled with BPE-dropout `dropout` (Provilkov et al.).
+
+  sentencepiece's sampling on a BPE model skips each merge with probability
+  `dropout`, so the pieces still spell the line exactly (decode(ids) == line)
+  but are finer. Reproducible: call k reseeds sentencepiece's generator with
+  seed + k and encodes on one thread (its multi-threaded encoder samples in
+  whatever order its threads run), so the same calls in the same order give
+  the same ids, whichever thread makes them.
+  """
+  import sentencepiece as spm
+
+  calls = [0]
+
+  def encode(lines: Sequence[str]) -> List[List[int]]:
+    spm.set_random_generator_seed(seed + calls[0])
+    calls[0] += 1
+    return encoder.processor.encode(list(lines), enable_sampling=True, alpha=dropout,
+                                    nbest_size=-1, num_threads=1)
+  return encode
+
+
 def load_or_train(model_path: str, vocab_size: int, sentences_fn, vocab_type: str = "bpe",
                   sample_size: int = 1_000_000,
                   user_defined_symbols_fn=None, lowercase: bool = False) -> SubwordEncoder:
