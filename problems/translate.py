@@ -276,7 +276,7 @@ def tokenize_pairs(pairs, encoder: subword.SubwordEncoder, chunk: int = _CHUNK,
   `in_graph=True` tokenizes with tensorflow_text instead.
 
   `subword_dropout` > 0 samples each segmentation with that BPE-dropout
-  (`subword.sampled_encoder`: seeded per chunk, so a rerun writes the same ids).
+  (`subword.sampled_encoder`: seeded per call, so a rerun writes the same ids).
   """
   if subword_dropout:
     if in_graph:
