@@ -1,13 +1,15 @@
-"""t2t-avg-all: average the last N checkpoints of a run into one checkpoint.
+"""t2t-avg-all: average the last (or the best) N checkpoints of a run into one checkpoint.
 
   t2t-avg-all --output_dir=runs/base --n=5     # the paper's base models
   t2t-avg-all --output_dir=runs/big --n=20     # the paper's big models
   t2t-decoder --output_dir=runs/base --checkpoint_path=runs/base/averaged/ckpt-100000 ...
+  t2t-avg-all --output_dir=runs/m30k --n=8 --best   # the 8 best by the run's --keep_best metric
 
-Writes <output_dir>/averaged/ckpt-<last step> (and a .json naming the
-checkpoints averaged) and prints its path on stdout. With fewer than N
-checkpoints it averages all of them, with a warning. An existing average is
-kept unless --overwrite.
+Writes <output_dir>/averaged/ckpt-<last step> (--best: averaged_best/ckpt-<newest
+step averaged>, from the checkpoints `--keep_best --average_best_n` held in
+best/), and a .json naming the checkpoints averaged, and prints its path on
+stdout. With fewer than N checkpoints it averages all of them, with a warning.
+An existing average is kept unless --overwrite.
 """
 
 from absl import flags
@@ -18,6 +20,9 @@ from t2tlite.training import averaging
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are averaged.")
 flags.DEFINE_integer("n", 5, "Average the last N checkpoints (paper: 5 for base, 20 for big).")
+flags.DEFINE_bool("best", False, "Average the N best checkpoints by the dev metric the run "
+                  "kept in best/ (t2t-trainer --keep_best=METRIC --average_best_n=N), not the "
+                  "last N.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing averaged checkpoint.")
 flags.DEFINE_string("problem", None, "If given, checked against the problem the run was "
                     "trained on (with --data_dir: also its vocabulary).")
@@ -37,7 +42,8 @@ def main(argv):
     run_identity.check_data(output_dir, run_dir.load_run_info(output_dir),
                             run_dir.load_hparams(output_dir), registry.problem(FLAGS.problem),
                             FLAGS.data_dir, command="averaged")
-  print(averaging.average_checkpoints(output_dir, FLAGS.n, overwrite=FLAGS.overwrite))
+  print(averaging.average_checkpoints(output_dir, FLAGS.n, overwrite=FLAGS.overwrite,
+                                     best=FLAGS.best))
 
 
 def run():

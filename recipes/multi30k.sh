@@ -9,7 +9,10 @@
 # default mixed_bfloat16 on a CPU with bfloat16 units, else float32) for TRAIN_MINUTES
 # (default 60) of wall time (TRAIN_STEPS, default 100000, is only an upper bound), checkpointing
 # every SAVE_STEPS (500), decoding 300 dev sentences at each evaluation (dev BLEU curve), then
-# averages the last AVERAGE_LAST_N (3) checkpoints. Beam size and alpha are then chosen on the
+# averages the last AVERAGE_LAST_N (3) checkpoints; AVERAGE_BEST_N=N instead decodes the average
+# of the N checkpoints best by dev AVERAGE_BEST_BY (perplexity, on all of val), kept as training
+# goes (t2t-trainer --keep_best --average_best_n; not the paper: for runs that over-fit before
+# the hour ends, whose last checkpoints sit past their best). Beam size and alpha are then chosen on the
 # whole dev set (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set:
 # each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's
 # 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6
@@ -33,6 +36,13 @@ MINUTES=${TRAIN_MINUTES:-60}
 STEPS=${TRAIN_STEPS:-100000}
 SAVE=${SAVE_STEPS:-500}
 AVG=${AVERAGE_LAST_N:-3}
+BEST_N=${AVERAGE_BEST_N:-0}
+BEST_FLAGS=()
+AVG_DIR=averaged
+if [ "$BEST_N" != 0 ]; then
+  BEST_FLAGS=(--keep_best="${AVERAGE_BEST_BY:-perplexity}" --average_best_n="$BEST_N")
+  AVG_DIR=averaged_best
+fi
 PROBLEM=multi30k_en${LANG_TGT}
 HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
 # The fastest dtype of this CPU: mixed_bfloat16 where it has bfloat16 units (AVX512-BF16 or
@@ -47,8 +57,9 @@ t2t-trainer --backend="${BACKEND:-tensorflow}" \
   --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
   --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" \
   --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
-  --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG"
-AVERAGED=$(ls -t "$OUT"/train/averaged/ckpt-*.index | head -1)
+  --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG" \
+  ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"}
+AVERAGED=$(ls -t "$OUT/train/$AVG_DIR"/ckpt-*.index | head -1)
 CHECKPOINT=${AVERAGED%.index}
 DECODE=$(${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
   --data_dir="$OUT/data" --output_dir="$OUT/train" --checkpoint_path="$CHECKPOINT" \

@@ -116,3 +116,44 @@ def test_cli_user_errors_are_one_line(tmp_path):
                  "no such directory")
   one_line_error(run("t2t-avg-all", f"--output_dir={tmp_path}", check=False),
                  "no checkpoint found")
+
+
+# Dev loss by step for the best-N run: the 3 best are steps 4, 8 and 12 (not the last 3).
+BEST_SCRIPT = {2: 3.0, 4: 1.0, 6: 2.5, 8: 1.5, 10: 4.0, 12: 2.0, 14: 5.0}
+
+
+def test_the_average_of_the_best_n_is_the_mean_of_the_weights_they_were_kept_with(
+    tmp_path, monkeypatch):
+  """--average_best_n=3: a scripted dev loss picks the checkpoints; the truth is the weights
+  the model held at those evaluations, recorded as they happened."""
+  from t2tlite.training.trainer import Trainer
+  weights_at = {}
+
+  def dev_metrics(trainer):
+    weights_at[trainer.step] = {w.path: np.array(w.numpy()) for w in trainer.model.weights}
+    return {"loss": BEST_SCRIPT[trainer.step]}
+  monkeypatch.setattr(Trainer, "dev_metrics", dev_metrics)
+  out = str(tmp_path / "run")
+  tiny_trainer(out, 14, eval_every=2, save_checkpoints_steps=2, keep_checkpoint_max=2,
+               keep_best="loss", average_best_n=3).train()
+  assert not os.path.exists(os.path.join(out, "ckpt-4.index"))  # Rotated away; best/ kept it.
+  path = averaging.averaged_path(out, 12, best=True)
+  assert path == os.path.join(out, "averaged_best", "ckpt-12")
+  assert json.load(open(path + ".json")) == {
+      "n": 3, "checkpoints": ["best/ckpt-4", "best/ckpt-8", "best/ckpt-12"], "steps": [4, 8, 12],
+      "metric": "loss", "values": [1.0, 1.5, 2.0]}
+  model, _ = run_dir.load_model(out, path)
+  floats = [w for w in model.weights if w.dtype.startswith("float")]
+  assert floats
+  for w in floats:
+    mean = np.mean([weights_at[s][w.path].astype(np.float64) for s in (4, 8, 12)], axis=0)
+    np.testing.assert_allclose(w.numpy(), mean.astype(np.float32), rtol=1e-6, atol=1e-7,
+                               err_msg=w.path)
+    assert not np.allclose(w.numpy(), weights_at[12][w.path]), w.path  # Not one of them alone.
+
+  # The command averages the 2 best into their own checkpoint; the last-N average is apart.
+  proc = run("t2t-avg-all", f"--output_dir={out}", "--n=2", "--best")
+  assert proc.stdout.splitlines() == [averaging.averaged_path(out, 8, best=True)]
+  assert json.load(open(proc.stdout.strip() + ".json"))["steps"] == [4, 8]
+  one_line_error(run("t2t-avg-all", f"--output_dir={tmp_path}", "--best", check=False),
+                 "no best checkpoints")

@@ -149,3 +149,64 @@ def test_options_are_checked():
     TrainOptions(early_stopping_patience=2, keep_best="loss", eval_every=0)
   with pytest.raises(TrainOptionsError, match="--early_stopping_patience=-1: must be >= 0"):
     TrainOptions(early_stopping_patience=-1, keep_best="loss")
+
+
+def _brute_force_best(seen, keep, sign):
+  """The `keep` best (step, value) of `seen` in order: better first, ties by the earlier step."""
+  return sorted(seen, key=lambda sv: (-sign * sv[1], sv[0]))[:keep]
+
+
+@pytest.mark.parametrize("metric", ["loss", "bleu"])
+def test_the_n_best_are_kept_as_a_brute_force_ranking_says(tmp_path, metric):
+  import random
+  rng = random.Random(7)
+  sign = keep_best.METRICS[metric]
+  values = [round(rng.uniform(1.0, 3.0), 1) for _ in range(40)]  # 21 values: many ties.
+  keeper = BestKeeper(str(tmp_path), metric, 0, fake_writer([]), keep=4)
+  seen, since = [], 0
+  for i, value in enumerate(values):
+    step = 10 * (i + 1)
+    improved = keeper.observe(step, {metric: value})
+    best_before = max((v for _, v in seen), key=lambda v: sign * v, default=None)
+    assert improved == (best_before is None or sign * (value - best_before) > 0)
+    since = 0 if improved else since + 1
+    seen.append((step, value))
+    expected = _brute_force_best(seen, 4, sign)
+    state = best_state(tmp_path)
+    assert [(e["step"], e["value"]) for e in state["kept"]] == expected
+    assert (state["step"], state["value"]) == expected[0] and state["evaluations_since_best"] == since
+    assert checkpoint_manifest.list_checkpoints(str(tmp_path / "best")) == [
+        str(tmp_path / "best" / f"ckpt-{s}") for s, _ in sorted(expected)]
+    assert keep_best.kept_checkpoints(str(tmp_path)) == [
+        (str(tmp_path / "best" / f"ckpt-{s}"), v) for s, v in expected]
+
+  # A resume keeping fewer trims best/ to the better ones; one keeping as many changes nothing.
+  BestKeeper(str(tmp_path), metric, 0, fake_writer([]), keep=4)
+  assert [e["step"] for e in best_state(tmp_path)["kept"]] == [s for s, _ in expected]
+  BestKeeper(str(tmp_path), metric, 0, fake_writer([]), keep=2)
+  assert [e["step"] for e in best_state(tmp_path)["kept"]] == [s for s, _ in expected[:2]]
+  assert checkpoint_manifest.list_checkpoints(str(tmp_path / "best")) == [
+      str(tmp_path / "best" / f"ckpt-{s}") for s, _ in sorted(expected[:2])]
+
+
+def test_a_best_json_written_before_several_were_kept_names_its_best(tmp_path):
+  os.makedirs(tmp_path / "best")
+  fake_writer([])(str(tmp_path / "best" / "ckpt-20"))
+  checkpoint_manifest.write_manifest(str(tmp_path / "best" / "ckpt-20"))
+  with open(tmp_path / "best" / "best.json", "w") as f:
+    json.dump({"metric": "loss", "value": 1.5, "step": 20, "checkpoint": "ckpt-20",
+               "evaluations_since_best": 1, "last_evaluated_step": 30}, f)
+  assert keep_best.kept_checkpoints(str(tmp_path)) == [(str(tmp_path / "best" / "ckpt-20"), 1.5)]
+  keeper = BestKeeper(str(tmp_path), "loss", 0, fake_writer([]), keep=2)
+  assert not keeper.observe(40, {"loss": 1.7})  # Second best: kept beside it, no improvement.
+  assert [(e["step"], e["value"]) for e in best_state(tmp_path)["kept"]] == [(20, 1.5), (40, 1.7)]
+  assert keep_best.kept_checkpoints(str(tmp_path / "none")) == []
+
+
+def test_average_best_n_options_are_checked():
+  with pytest.raises(TrainOptionsError, match="--average_best_n=4: needs --keep_best=METRIC"):
+    TrainOptions(average_best_n=4)
+  with pytest.raises(TrainOptionsError, match="--average_best_n=4: needs --eval_every > 0"):
+    TrainOptions(average_best_n=4, keep_best="loss", eval_every=0)
+  with pytest.raises(TrainOptionsError, match="--average_best_n=-1: must be >= 0"):
+    TrainOptions(average_best_n=-1, keep_best="loss")

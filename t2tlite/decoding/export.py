@@ -21,9 +21,10 @@ lines decode to empty lines without running the model on them.
 Layout (TF Serving's): `DIR/<version>/saved_model.pb`, `variables/`, `assets/`
 (the vocabulary) and `assets.extra/t2tlite_export.json` (what was exported).
 The version is `10 * step + source`, source 0 for a checkpoint of the run, 1
-for an average (t2t-avg-all's `averaged/`), 2 for a checkpoint elsewhere: the
-average and the plain checkpoint of one step get different versions, and TF
-Serving's "latest" (the highest) prefers later steps, then the average. A
+for an average (t2t-avg-all's `averaged/`), 2 for a checkpoint elsewhere, 3 for
+an average of the best (`averaged_best/`): the averages and the plain
+checkpoint of one step get different versions, and TF Serving's "latest" (the
+highest) prefers later steps, then the averages. A
 version is written beside its final name and renamed into place, so a server
 watching DIR never loads half an export; an existing version is replaced only
 when asked.
@@ -127,6 +128,8 @@ def export_version(checkpoint_path: str, output_dir: str, step: int) -> int:
     source = 0
   elif where == os.path.join(run, averaging.AVERAGED_DIR):
     source = 1
+  elif where == os.path.join(run, averaging.AVERAGED_BEST_DIR):
+    source = 3
   else:
     source = 2
   return 10 * step + source

@@ -1,4 +1,4 @@
-"""Checkpoint averaging: the mean of the last N checkpoints (paper, Section 6.1).
+"""Checkpoint averaging: the mean of the last N checkpoints (paper, Section 6.1), or of the N best.
 
 The paper decodes the base models with the average of the last 5 checkpoints
 (written at 10-minute intervals) and the big models with the last 20. The
@@ -9,6 +9,13 @@ training CheckpointManager never deletes it, counts it against
 `keep_checkpoint_max`, or resumes training from it, and nothing already there
 is replaced unless asked. A json beside it records what was averaged.
 
+The paper's choice, the last N, is the default. `best=True` averages instead
+the N checkpoints with the best dev metric that `--keep_best` held in best/
+(`--average_best_n`, keep_best.py), written to `averaged_best/ckpt-<newest
+step averaged>`: a run that over-fits before its budget ends has its best
+checkpoints well before its last ones. Which checkpoints those are is the dev
+set's choice, so test stays untouched.
+
 Checkpoints are read by restoring them into the run's model (rebuilt from
 hparams.json), not by rebuilding checkpoint keys, so each one is checked to
 hold every model variable exactly as `t2t-decoder` will later check it.
@@ -16,7 +23,7 @@ hold every model variable exactly as `t2t-decoder` will later check it.
 
 import json
 import os
-from typing import List
+from typing import List, Tuple
 
 from absl import logging
 
@@ -25,6 +32,7 @@ from t2tlite.progress import Progress
 from t2tlite.training import run_dir
 
 AVERAGED_DIR = "averaged"
+AVERAGED_BEST_DIR = "averaged_best"
 
 
 def checkpoint_step(path: str) -> int:
@@ -57,23 +65,40 @@ def available_checkpoints(output_dir: str) -> List[str]:
   return sorted(set(paths), key=checkpoint_step)
 
 
-def averaged_path(output_dir: str, step: int) -> str:
-  """Where the average ending at checkpoint `step` is written."""
-  return os.path.join(output_dir, AVERAGED_DIR, f"ckpt-{step}")
+def averaged_path(output_dir: str, step: int, best: bool = False) -> str:
+  """Where the average ending at checkpoint `step` is written (of the best ones: `best`)."""
+  return os.path.join(output_dir, AVERAGED_BEST_DIR if best else AVERAGED_DIR, f"ckpt-{step}")
 
 
-def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str:
-  """Averages the last `n` checkpoints of the run in `output_dir`; returns the new prefix.
+def _best_checkpoints(output_dir: str, n: int) -> Tuple[List[str], dict]:
+  """The `n` best checkpoints best/ holds, oldest first, and what the json records of them."""
+  from t2tlite.training import keep_best
+  state = keep_best.read_state(output_dir)
+  kept = keep_best.kept_checkpoints(output_dir)[:n]
+  if not kept:
+    raise run_dir.RunDirError(f"--output_dir={output_dir}: no best checkpoints in "
+                              f"{keep_best.best_dir(output_dir)}; train with --keep_best=METRIC "
+                              "--average_best_n=N to keep them")
+  kept.sort(key=lambda pair: checkpoint_step(pair[0]))
+  return [p for p, _ in kept], {"metric": state["metric"], "values": [v for _, v in kept]}
+
+
+def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
+                        best: bool = False) -> str:
+  """Averages the last (`best`: the best) `n` checkpoints of the run in `output_dir`.
+
+  Returns the new prefix.
 
   Every floating-point model weight becomes the mean of its values in those
   checkpoints, computed in float64 and cast back to the weight's dtype.
   Everything else (dropout RNG states, any integer weights) is taken from
   the newest checkpoint: a mean of RNG states is not a state.
 
-  With fewer than `n` checkpoints, all of them are averaged and a warning is
-  logged (as tensor2tensor's avg_checkpoints does), so a short run still gets
-  its average; the json beside the result records `n` and the checkpoints
-  (relative to `output_dir`) and steps actually averaged.
+  With fewer than `n` checkpoints (`best`: kept in best/), all of them are
+  averaged and a warning is logged (as tensor2tensor's avg_checkpoints does),
+  so a short run still gets its average; the json beside the result records
+  `n` and the checkpoints (relative to `output_dir`) and steps actually
+  averaged, and for `best` the dev metric and each one's value.
 
   Raises run_dir.RunDirError (one line for the user) if `output_dir` holds no
   run or no checkpoint, or if the result exists and not `overwrite`.
@@ -82,20 +107,22 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
     raise ValueError(f"n={n}: average at least 1 checkpoint")
   if not os.path.isdir(output_dir):
     raise run_dir.RunDirError(f"--output_dir={output_dir}: no such directory")
-  paths = available_checkpoints(output_dir)
-  if not paths:
-    raise run_dir.RunDirError(f"--output_dir={output_dir}: no checkpoint found")
+  if best:
+    paths, selection = _best_checkpoints(output_dir, n)
+  else:
+    paths, selection = available_checkpoints(output_dir)[-n:], {}
+    if not paths:
+      raise run_dir.RunDirError(f"--output_dir={output_dir}: no checkpoint found")
   if len(paths) < n:
-    logging.warning("%s holds %d checkpoints, fewer than n=%d: averaging all of them",
-                    output_dir, len(paths), n)
-  paths = paths[-n:]
+    logging.warning("%s holds %d %scheckpoints, fewer than n=%d: averaging all of them",
+                    output_dir, len(paths), "best " if best else "", n)
   from t2tlite.training import checkpoint_manifest
   for path in paths:  # A damaged checkpoint must not slip into the mean.
     status, why = checkpoint_manifest.verify(path)
     if status == "bad":
       raise checkpoint_manifest.CheckpointError(f"{path}: damaged checkpoint ({why}); the "
                                                 "trainer's next start moves it aside")
-  target = averaged_path(output_dir, checkpoint_step(paths[-1]))
+  target = averaged_path(output_dir, checkpoint_step(paths[-1]), best=best)
   if checkpoint_manifest.checkpoint_files(target) and not overwrite:
     raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
 
@@ -125,8 +152,9 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False) -> str
       "n": n,
       "checkpoints": [os.path.relpath(p, output_dir) for p in paths],
       "steps": [checkpoint_step(p) for p in paths],
+      **selection,
   })
-  logging.info("averaged %d checkpoints (steps %s) into %s", len(paths),
+  logging.info("averaged %d %scheckpoints (steps %s) into %s", len(paths), "best " if best else "",
                ", ".join(str(checkpoint_step(p)) for p in paths), target)
   return target
 

@@ -1,15 +1,21 @@
-"""The best checkpoint by a dev metric (`--keep_best`) and early stopping (`--early_stopping_patience`).
+"""The best checkpoints by a dev metric (`--keep_best`) and early stopping (`--early_stopping_patience`).
 
 After each evaluation the trainer hands the dev metrics to `BestKeeper`:
 
-- When the watched metric improves strictly on the best so far (higher for
-  bleu, exact_match and parse_f1; lower for loss, nll and perplexity), the
-  model's weights are written to `RUN/best/ckpt-<step>` (a model-only
+- When the watched metric is among the `keep` best so far (higher is better
+  for bleu, exact_match and parse_f1; lower for loss, nll and perplexity),
+  the model's weights are written to `RUN/best/ckpt-<step>` (a model-only
   checkpoint, like `averaged/`, with its manifest), then `RUN/best/best.json`
-  (metric, value, step, checkpoint) is replaced atomically, and only then is
-  the previous best deleted. best.json always names a complete checkpoint; a
-  kill in between leaves an extra checkpoint that the next start removes.
-  Checkpoint rotation never looks into `best/`.
+  is replaced atomically, and only then is the checkpoint that fell out of
+  the `keep` best deleted. best.json names the best (metric, value, step,
+  checkpoint) and, under "kept", every checkpoint held, best first; it always
+  names complete checkpoints, and a kill in between leaves an extra one that
+  the next start removes. Checkpoint rotation never looks into `best/`.
+- `keep` is 1 unless `--average_best_n=N` asks for the N best: averaging the
+  checkpoints with the best dev metric, not the last ones, is what a run that
+  over-fits before its time budget ends needs (the last N then sit past the
+  best region), and keeping them here is what lets the average be taken after
+  rotation has removed them from the run directory.
 - `--early_stopping_patience=N`: training stops after N evaluations in a row
   without an improvement, saying so; the count is in best.json, so a resumed
   run goes on counting (and one already out of patience trains no further).
@@ -19,7 +25,7 @@ After each evaluation the trainer hands the dev metrics to `BestKeeper`:
 
 import json
 import os
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from absl import logging
 
@@ -58,6 +64,14 @@ def read_state(output_dir: str) -> Optional[dict]:
   return state
 
 
+def kept_checkpoints(output_dir: str) -> List[Tuple[str, float]]:
+  """(prefix, dev value) of each checkpoint best/ holds, best first; [] when there is no best/."""
+  state = read_state(output_dir)
+  if state is None:
+    return []
+  return [(os.path.join(best_dir(output_dir), e["checkpoint"]), e["value"]) for e in _kept(state)]
+
+
 class BestKeeper:
   """Tracks the best value of `metric` over evaluations; writes best/ on the chief only.
 
@@ -66,10 +80,13 @@ class BestKeeper:
   """
 
   def __init__(self, output_dir: str, metric: str, patience: int, save_weights,
-               is_chief: bool = True):
+               is_chief: bool = True, keep: int = 1):
+    if keep < 1:
+      raise ValueError(f"keep={keep}: keep at least the best checkpoint")
     self.output_dir = output_dir
     self.metric = metric
     self.patience = patience
+    self.keep = keep
     self.sign = METRICS[metric]
     self._save_weights = save_weights
     self.is_chief = is_chief
@@ -80,7 +97,12 @@ class BestKeeper:
           f"{state['metric']}; rerun with --keep_best={state['metric']} or move it aside")
     self.state = state or {"metric": metric, "value": None, "step": None, "checkpoint": None,
                            "evaluations_since_best": 0, "last_evaluated_step": -1}
+    self.state["kept"] = _kept(self.state)
+    dropped = self.state["kept"][keep:]  # A resume asking to keep fewer.
+    del self.state["kept"][keep:]
     if self.is_chief:
+      if dropped:
+        self._write_state()
       self._remove_strays()
     if self.state["value"] is not None:
       logging.info("best dev %s so far: %.4f at step %d (%s), %d evaluation(s) since", metric,
@@ -109,9 +131,12 @@ class BestKeeper:
     value = float(metrics[self.metric])
     best = self.state["value"]
     improved = best is None or self.sign * (value - best) > 0
-    previous = self.state["checkpoint"]
+    kept = self.state["kept"]
+    # Among the `keep` best: better than the worst kept (a tie keeps the earlier step).
+    enters = len(kept) < self.keep or self.sign * (value - kept[-1]["value"]) > 0
     self.state["last_evaluated_step"] = step
-    if improved:
+    dropped = []
+    if enters:
       name = f"ckpt-{step}"
       if self.is_chief:
         prefix = os.path.join(best_dir(self.output_dir), name)
@@ -120,20 +145,27 @@ class BestKeeper:
         os.makedirs(best_dir(self.output_dir), exist_ok=True)
         self._save_weights(prefix)
         checkpoint_manifest.write_manifest(prefix)
-      self.state.update(value=value, step=step, checkpoint=name, evaluations_since_best=0)
+      kept.append(_entry(step, value))
+      kept.sort(key=lambda e: -self.sign * e["value"])  # Stable: equal values keep step order.
+      dropped = kept[self.keep:]
+      del kept[self.keep:]
+    if improved:
+      self.state.update(value=value, step=step, checkpoint=f"ckpt-{step}",
+                        evaluations_since_best=0)
       logging.info("dev %s %.4f at step %d: the best so far, kept in %s", self.metric, value,
-                   step, os.path.join(best_dir(self.output_dir), name))
+                   step, os.path.join(best_dir(self.output_dir), f"ckpt-{step}"))
     else:
       self.state["evaluations_since_best"] += 1
       logging.info("dev %s %.4f at step %d: no better than %.4f at step %d (%d evaluation(s) "
-                   "without improvement%s)", self.metric, value, step, best,
+                   "without improvement%s)%s", self.metric, value, step, best,
                    self.state["step"], self.state["evaluations_since_best"],
-                   f", patience {self.patience}" if self.patience else "")
+                   f", patience {self.patience}" if self.patience else "",
+                   f"; among the {self.keep} best, kept" if enters else "")
     if self.is_chief:
       self._write_state()
-      if improved and previous and previous != self.state["checkpoint"]:
-        for path in checkpoint_manifest.all_files(os.path.join(best_dir(self.output_dir),
-                                                               previous)):
+      for entry in dropped:
+        for path in checkpoint_manifest.all_files(
+            os.path.join(best_dir(self.output_dir), entry["checkpoint"])):
           os.remove(path)
     return improved
 
@@ -147,8 +179,20 @@ class BestKeeper:
     """Checkpoints in best/ that best.json does not name: left by a kill mid-update."""
     directory = best_dir(self.output_dir)
     files.remove_incomplete(directory)
+    names = {e["checkpoint"] for e in self.state["kept"]}
     for prefix in checkpoint_manifest.list_checkpoints(directory):
-      if os.path.basename(prefix) != self.state["checkpoint"]:
+      if os.path.basename(prefix) not in names:
         for path in checkpoint_manifest.all_files(prefix):
           os.remove(path)
         logging.info("removed %s, left by an interrupted update of %s", prefix, directory)
+
+
+def _kept(state: dict) -> List[dict]:
+  """best.json's kept list; one written before several were kept names the best alone."""
+  if "kept" in state:
+    return state["kept"]
+  return [_entry(state["step"], state["value"])] if state["checkpoint"] else []
+
+
+def _entry(step: int, value: float) -> dict:
+  return {"step": step, "value": value, "checkpoint": f"ckpt-{step}"}

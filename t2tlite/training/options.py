@@ -62,6 +62,10 @@ class TrainOptions:
   average_last_n: int = _option(
       0, "Average the last N checkpoints into <output_dir>/averaged/ at the end of training "
       "(0: off; paper: 5 base, 20 big).")
+  average_best_n: int = _option(
+      0, "Keep the N best checkpoints by the --keep_best dev metric in <output_dir>/best/ and "
+      "average them into <output_dir>/averaged_best/ at the end of training (0: off; not the "
+      "paper, which averages the last N: for a run that over-fits before its budget ends).")
   eval_decode: bool = _option(
       True, "At each evaluation also decode dev for real (beam search) and log BLEU / exact "
       "match to TensorBoard.")
@@ -85,8 +89,9 @@ class TrainOptions:
       False, "With --warm_start_from: leave the vocabulary-sized weights (embeddings, softmax) "
       "at their initial values, for a run with another vocabulary.")
   keep_best: str = _option(
-      "", "Keep the weights of the best evaluation by this dev metric in <output_dir>/best/ "
-      f"(one of {', '.join(KEEP_BEST_METRICS)}; never rotated away). Empty: off.")
+      "", "Keep the weights of the best evaluation (with --average_best_n=N: the N best) by this "
+      f"dev metric in <output_dir>/best/ (one of {', '.join(KEEP_BEST_METRICS)}; never rotated "
+      "away). Empty: off.")
   early_stopping_patience: int = _option(
       0, "Stop after this many evaluations in a row without a better --keep_best metric "
       "(0: never).")
@@ -108,6 +113,12 @@ class TrainOptions:
     if self.early_stopping_patience and not self.keep_best:
       raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
                               "needs --keep_best=METRIC, the dev metric it watches")
+    if self.average_best_n and not self.keep_best:
+      raise TrainOptionsError(f"--average_best_n={self.average_best_n}: needs "
+                              "--keep_best=METRIC, the dev metric that ranks the checkpoints")
+    if self.average_best_n and not self.eval_every:
+      raise TrainOptionsError(f"--average_best_n={self.average_best_n}: needs --eval_every > 0 "
+                              "(with 0, dev is evaluated at the end only)")
     if self.early_stopping_patience and not self.eval_every:
       raise TrainOptionsError(f"--early_stopping_patience={self.early_stopping_patience}: "
                               "needs --eval_every > 0 (with 0, dev is evaluated at the end only)")
@@ -120,7 +131,7 @@ class TrainOptions:
 # The one place the options' ranges are checked, for the flags and for library callers alike.
 _AT_LEAST = {"train_steps": 0, "train_seconds": 0, "eval_every": 0, "eval_steps": 0,
              "save_checkpoints_steps": 1, "save_checkpoints_secs": 0, "keep_checkpoint_max": 1,
-             "average_last_n": 0, "eval_decode_lines": 0, "log_every": 1,
+             "average_last_n": 0, "average_best_n": 0, "eval_decode_lines": 0, "log_every": 1,
              "early_stopping_patience": 0}
 
 

@@ -37,9 +37,10 @@ _LEFTOVER_DIR = re.compile(r"^ckpt-\d+_temp")
 
 
 def remove_leftovers(output_dir: str) -> List[str]:
-  """Deletes what a killed write left in output_dir (and averaged/); returns the paths."""
+  """Deletes what a killed write left in output_dir (and its averages); returns the paths."""
   removed = []
-  for directory in (output_dir, os.path.join(output_dir, "averaged")):
+  for directory in (output_dir, os.path.join(output_dir, "averaged"),
+                    os.path.join(output_dir, "averaged_best")):
     if not os.path.isdir(directory):
       continue
     removed += files.remove_incomplete(directory)

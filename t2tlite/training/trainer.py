@@ -272,7 +272,8 @@ class Trainer:
             f"--keep_best={opts.keep_best}: {self.problem.name} reports "
             f"{', '.join(self.problem.eval_metrics)} (or loss, nll, perplexity) on dev")
     return keep_best.BestKeeper(self.output_dir, opts.keep_best, opts.early_stopping_patience,
-                                self._write_weights, self.is_chief)
+                                self._write_weights, self.is_chief,
+                                keep=max(1, opts.average_best_n))
 
   def _write_weights(self, prefix: str) -> None:
     """A model-only checkpoint of the current weights at `prefix` (best/, like averaged/)."""
@@ -415,7 +416,7 @@ class Trainer:
                    "already in TensorBoard", step, opts.train_steps, step)
     else:
       last_eval = self.evaluate(step)
-    if opts.average_last_n and self.is_chief:
+    if (opts.average_last_n or opts.average_best_n) and self.is_chief:
       self._average(step)
     self._sync_model()
     logging.info("step %d: weights checksum %s", step, checkpoints.weights_checksum(self.model))
@@ -449,12 +450,25 @@ class Trainer:
     return f"JAX on {len(devices)} {devices[0].platform} device(s): {how}"
 
   def _average(self, step: int) -> None:
-    """Writes averaged/ckpt-<step>, keeping one already there (a rerun of a finished run)."""
-    path = averaging.averaged_path(self.output_dir, step)
-    if checkpoint_manifest.checkpoint_files(path):
-      logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", path)
-      return
-    averaging.average_checkpoints(self.output_dir, self.options.average_last_n)
+    """Writes averaged/ckpt-<step> and averaged_best/, keeping any already there (a rerun)."""
+    opts = self.options
+    wanted = []
+    if opts.average_last_n:
+      wanted.append((averaging.averaged_path(self.output_dir, step), opts.average_last_n, False))
+    if opts.average_best_n:
+      kept = keep_best.kept_checkpoints(self.output_dir)[:opts.average_best_n]
+      if kept:
+        newest = max(averaging.checkpoint_step(prefix) for prefix, _ in kept)
+        wanted.append((averaging.averaged_path(self.output_dir, newest, best=True),
+                       opts.average_best_n, True))
+      else:
+        logging.warning("--average_best_n=%d: no dev %s was ever reported, so best/ holds "
+                        "nothing to average", opts.average_best_n, opts.keep_best)
+    for path, n, best in wanted:
+      if checkpoint_manifest.checkpoint_files(path):
+        logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", path)
+      else:
+        averaging.average_checkpoints(self.output_dir, n, best=best)
 
   def evaluate(self, step: Optional[int] = None) -> dict:
     """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best."""
