@@ -174,7 +174,8 @@ def test_the_n_best_are_kept_as_a_brute_force_ranking_says(tmp_path, metric):
     expected = _brute_force_best(seen, 4, sign)
     state = best_state(tmp_path)
     assert [(e["step"], e["value"]) for e in state["kept"]] == expected
-    assert (state["step"], state["value"]) == expected[0] and state["evaluations_since_best"] == since
+    assert (state["step"], state["value"]) == expected[0]
+    assert state["evaluations_since_best"] == since
     assert checkpoint_manifest.list_checkpoints(str(tmp_path / "best")) == [
         str(tmp_path / "best" / f"ckpt-{s}") for s, _ in sorted(expected)]
     assert keep_best.kept_checkpoints(str(tmp_path)) == [

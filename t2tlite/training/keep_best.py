@@ -1,4 +1,4 @@
-"""The best checkpoints by a dev metric (`--keep_best`) and early stopping (`--early_stopping_patience`).
+"""The best checkpoints by a dev metric (`--keep_best`), and early stopping.
 
 After each evaluation the trainer hands the dev metrics to `BestKeeper`:
 
