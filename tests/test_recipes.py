@@ -77,15 +77,16 @@ def check_training(out, name):
 
 
 # en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
-# names; en-fr repeats it with another language and the recipe's default set: slow.
-@pytest.mark.parametrize("script, lang, hparams_set", [
-    ("multi30k_ende.sh", "de", "transformer_multi30k_wide"),
-    pytest.param("multi30k_enfr.sh", "fr", None, marks=pytest.mark.slow)])
-def test_multi30k_recipe_smoke(script, lang, hparams_set, tmp_path, shared_dir):
+# names and decoded from the average of the best 2 by dev perplexity (AVERAGE_BEST_N); en-fr
+# repeats it with another language, the recipe's default set and its last-N average: slow.
+@pytest.mark.parametrize("script, lang, hparams_set, best_n", [
+    ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2),
+    pytest.param("multi30k_enfr.sh", "fr", None, 0, marks=pytest.mark.slow)])
+def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shared_dir):
   raw = os.path.join(shared_dir, "data", "multi30k")
   out = str(tmp_path / "run")
   chosen_set = {"HPARAMS_SET": hparams_set} if hparams_set else {}
-  proc = run_recipe(script, out, raw, cwd=str(tmp_path), **chosen_set)
+  proc = run_recipe(script, out, raw, cwd=str(tmp_path), AVERAGE_BEST_N=str(best_n), **chosen_set)
   # Beam and alpha were chosen on dev (its first DEV_LINES), and test was decoded with the winner.
   choice = json.load(open(os.path.join(out, "dev_choice.ckpt-4.json")))
   points = choice["points"]
@@ -103,6 +104,14 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, tmp_path, shared_dir):
   assert choice["decode_hparams"] == chosen["decode_hparams"]
   test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
   assert len(test_decode) == 1 and f"alpha={chosen['alpha']}," in test_decode[0]
+  decoded_from = "averaged_best" if best_n else "averaged"
+  assert f"/train/{decoded_from}/ckpt-4 (" in test_decode[0]
+  if best_n:  # Both evaluations kept, their dev perplexities those of the TensorBoard curve.
+    record = json.load(open(os.path.join(out, "train", "averaged_best", "ckpt-4.json")))
+    with open(os.path.join(out, f"curves.multi30k_en{lang}.eval.perplexity.csv")) as f:
+      curve = {int(row["step"]): float(row["value"]) for row in csv.DictReader(f)}
+    assert record["steps"] == [2, 4] and record["metric"] == "perplexity"
+    assert record["values"] == pytest.approx([curve[2], curve[4]], rel=1e-5)  # CSV: 6 digits.
   translation = os.path.join(out, f"test_2016.{lang}")
   references = read_lines(os.path.join(raw, f"test_2016_flickr.{lang}.gz"))[:6]
   check_scores(os.path.join(out, "test_2016.bleu.json"), translation, references, lang,
