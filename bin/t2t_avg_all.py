@@ -19,7 +19,8 @@ from t2tlite.training import averaging
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are averaged.")
-flags.DEFINE_integer("n", 5, "Average the last N checkpoints (paper: 5 for base, 20 for big).")
+flags.DEFINE_integer("n", 5, "Average the last N checkpoints (paper: 5 for base, 20 for big; "
+                     "--best: the N best).")
 flags.DEFINE_bool("best", False, "Average the N best checkpoints by the dev metric the run "
                   "kept in best/ (t2t-trainer --keep_best=METRIC --average_best_n=N), not the "
                   "last N.")
