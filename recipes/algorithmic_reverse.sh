@@ -9,6 +9,9 @@
 #
 # Rerunning resumes training from the last checkpoint (already done: no steps).
 set -euo pipefail
+# One block, read whole before it runs: editing or updating this file while a run is in
+# progress (a git pull during an hour of training) cannot change what that run does next.
+{
 OUT=${1:-runs/algorithmic_reverse}
 DATA=$OUT/data
 STEPS=${TRAIN_STEPS:-3000}
@@ -24,3 +27,5 @@ t2t-decoder --problem=algorithmic_reverse --output_dir="$OUT/train" \
   --decode_to_file="$OUT/test.decoded" --overwrite \
   --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
 echo "decodes: $OUT/test.decoded   TensorBoard: tensorboard --logdir $OUT/train" >&2
+exit
+}

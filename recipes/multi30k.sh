@@ -29,6 +29,9 @@
 # BACKEND=jax trains under JAX (t2t-trainer --backend=jax; dev is not decoded during training,
 # so no dev BLEU curve); averaging, decoding and scoring are the same TensorFlow commands.
 set -euo pipefail
+# One block, read whole before it runs: editing or updating this file while a run is in
+# progress (a git pull during an hour of training) cannot change what that run does next.
+{
 LANG_TGT=${1:?usage: multi30k.sh de|fr [OUT_DIR] [MULTI30K_DIR]}
 OUT=${2:-runs/multi30k_en${LANG_TGT}}
 RAW=${3:-$( [ -d ../shared/data/multi30k ] && echo ../shared/data/multi30k || echo "$OUT/raw" )}
@@ -84,3 +87,5 @@ t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$REFERENCE" \
   --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"
 t2t-plot-curves --output_dir="$PROBLEM=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
   --title="$HPARAMS_SET, $PROBLEM"
+exit
+}

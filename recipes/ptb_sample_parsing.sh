@@ -28,6 +28,9 @@
 # float32 (--hparams=dtype=float32; the weights are float32 either way): XLA's CPU search is
 # slower in bfloat16 (bench/README.md, "Parsing decode").
 set -euo pipefail
+# One block, read whole before it runs: editing or updating this file while a run is in
+# progress (a git pull during an hour of training) cannot change what that run does next.
+{
 OUT=${1:-runs/ptb_sample}
 PTB=${2:-${PTB_DIR:-../shared/data/ptb}}
 SECONDS_BUDGET=${TRAIN_SECONDS:-3600}
@@ -48,3 +51,5 @@ for split in dev test; do
   t2t-parse-eval --gold="$OUT/data/ptb_sample-$split.trees" --test="$OUT/$split.trees" \
     --nosentences --output_json="$OUT/$split.evalb.json" | tee "$OUT/$split.evalb"
 done
+exit
+}

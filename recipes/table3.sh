@@ -34,6 +34,9 @@
 # training, d_model x2 42.5, d_ff x2 42.2, N=4 28.8. So the whole sweep is about 4-5 hours; run
 # it across sessions (it resumes) or with fewer TABLE3_ROWS.
 set -euo pipefail
+# One block, read whole before it runs: editing or updating this file while a run is in
+# progress (a git pull during an hour of training) cannot change what that run does next.
+{
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python}
 SMOKE=${TABLE3_SMOKE:-}
@@ -90,3 +93,5 @@ taskset -c "$CORES" "$PYTHON" "$REPO/recipes/table3_sweep.py" "${SWEEP[@]}" || s
 { [ "$status" -eq 2 ] || [ "$status" -ge 128 ]; } && exit "$status"
 taskset -c "$FIRST_CORE" "$PYTHON" "$REPO/recipes/table3_report.py" "$OUT" "${REPORT[@]}"
 exit "$status"
+exit
+}

@@ -11,6 +11,9 @@
 # BLEU. 10k pairs cannot translate news: the point is that every stage runs on real WMT data.
 # TEST_LINES=N (smoke runs) decodes and scores only the first N lines of newstest2014.
 set -euo pipefail
+# One block, read whole before it runs: editing or updating this file while a run is in
+# progress (a git pull during an hour of training) cannot change what that run does next.
+{
 OUT=${1:-runs/wmt_toy_ende}
 WMT=${2:-../shared/data/wmt}
 MINUTES=${TRAIN_MINUTES:-20}
@@ -58,3 +61,5 @@ t2t-bleu --translation="$OUT/newstest2014.de" --reference="$TEST_REFERENCE" \
   --language=de --output_json="$OUT/newstest2014.bleu.json"
 t2t-plot-curves --output_dir="wmt_toy_ende=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
   --title="transformer_tiny, WMT en-de toy (10k pairs)"
+exit
+}
