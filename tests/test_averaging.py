@@ -66,11 +66,17 @@ def test_load_model_restores_the_averaged_weights(tiny_run):
   assert run_dir.load_model(run)[1] == os.path.join(run, f"ckpt-{last3[-1]}")  # Still the latest.
 
 
-def test_existing_average_is_refused_then_overwritten(tiny_run, run_copy):
+def test_existing_average_is_refused_kept_or_overwritten(tiny_run, run_copy):
   last2 = tiny_run.steps[-2:]
   with pytest.raises(run_dir.RunDirError,
                      match=rf"averaged/ckpt-{last2[-1]} exists; pass --overwrite"):
     averaging.average_checkpoints(run_copy, 2)
+  existing = averaging.averaged_path(run_copy, last2[-1])
+  before = checkpoint_values(existing)
+  assert averaging.average_checkpoints(run_copy, 2, keep_existing=True) == existing
+  assert json.load(open(existing + ".json"))["steps"] == tiny_run.steps[-3:]  # The trainer's.
+  for key, value in checkpoint_values(existing).items():
+    np.testing.assert_array_equal(value, before[key], err_msg=key)
   path = averaging.average_checkpoints(run_copy, 2, overwrite=True)
   assert json.load(open(path + ".json"))["steps"] == last2
   averaged = checkpoint_values(path)

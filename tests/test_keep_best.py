@@ -178,8 +178,8 @@ def test_the_n_best_are_kept_as_a_brute_force_ranking_says(tmp_path, metric):
     assert state["evaluations_since_best"] == since
     assert checkpoint_manifest.list_checkpoints(str(tmp_path / "best")) == [
         str(tmp_path / "best" / f"ckpt-{s}") for s, _ in sorted(expected)]
-    assert keep_best.kept_checkpoints(str(tmp_path)) == [
-        (str(tmp_path / "best" / f"ckpt-{s}"), v) for s, v in expected]
+    assert keep_best.kept_checkpoints(str(tmp_path)) == (metric, [
+        (str(tmp_path / "best" / f"ckpt-{s}"), v) for s, v in expected])
 
   # A resume keeping fewer trims best/ to the better ones; one keeping as many changes nothing.
   BestKeeper(str(tmp_path), metric, 0, fake_writer([]), keep=4)
@@ -197,11 +197,12 @@ def test_a_best_json_written_before_several_were_kept_names_its_best(tmp_path):
   with open(tmp_path / "best" / "best.json", "w") as f:
     json.dump({"metric": "loss", "value": 1.5, "step": 20, "checkpoint": "ckpt-20",
                "evaluations_since_best": 1, "last_evaluated_step": 30}, f)
-  assert keep_best.kept_checkpoints(str(tmp_path)) == [(str(tmp_path / "best" / "ckpt-20"), 1.5)]
+  assert keep_best.kept_checkpoints(str(tmp_path)) == (
+      "loss", [(str(tmp_path / "best" / "ckpt-20"), 1.5)])
   keeper = BestKeeper(str(tmp_path), "loss", 0, fake_writer([]), keep=2)
   assert not keeper.observe(40, {"loss": 1.7})  # Second best: kept beside it, no improvement.
   assert [(e["step"], e["value"]) for e in best_state(tmp_path)["kept"]] == [(20, 1.5), (40, 1.7)]
-  assert keep_best.kept_checkpoints(str(tmp_path / "none")) == []
+  assert keep_best.kept_checkpoints(str(tmp_path / "none")) == (None, [])
 
 
 def test_average_best_n_options_are_checked():

@@ -73,18 +73,18 @@ def averaged_path(output_dir: str, step: int, best: bool = False) -> str:
 def _best_checkpoints(output_dir: str, n: int) -> Tuple[List[str], dict]:
   """The `n` best checkpoints best/ holds, oldest first, and what the json records of them."""
   from t2tlite.training import keep_best
-  state = keep_best.read_state(output_dir)
-  kept = keep_best.kept_checkpoints(output_dir)[:n]
+  metric, kept = keep_best.kept_checkpoints(output_dir)
+  kept = kept[:n]
   if not kept:
     raise run_dir.RunDirError(f"--output_dir={output_dir}: no best checkpoints in "
                               f"{keep_best.best_dir(output_dir)}; train with --keep_best=METRIC "
                               "--average_best_n=N to keep them")
   kept.sort(key=lambda pair: checkpoint_step(pair[0]))
-  return [p for p, _ in kept], {"metric": state["metric"], "values": [v for _, v in kept]}
+  return [p for p, _ in kept], {"metric": metric, "values": [v for _, v in kept]}
 
 
 def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
-                        best: bool = False) -> str:
+                        best: bool = False, keep_existing: bool = False) -> str:
   """Averages the last (`best`: the best) `n` checkpoints of the run in `output_dir`.
 
   Returns the new prefix.
@@ -100,8 +100,11 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
   `n` and the checkpoints (relative to `output_dir`) and steps actually
   averaged, and for `best` the dev metric and each one's value.
 
+  When the result exists: `overwrite` replaces it, `keep_existing` returns it
+  as it is (a rerun of a finished training run), and otherwise it is an error.
+
   Raises run_dir.RunDirError (one line for the user) if `output_dir` holds no
-  run or no checkpoint, or if the result exists and not `overwrite`.
+  run or no checkpoint, or if the result exists and neither flag is set.
   """
   if n < 1:
     raise ValueError(f"n={n}: average at least 1 checkpoint")
@@ -124,6 +127,9 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
                                                 "trainer's next start moves it aside")
   target = averaged_path(output_dir, checkpoint_step(paths[-1]), best=best)
   if checkpoint_manifest.checkpoint_files(target) and not overwrite:
+    if keep_existing:
+      logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", target)
+      return target
     raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
 
   import numpy as np

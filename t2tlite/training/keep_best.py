@@ -25,7 +25,7 @@ After each evaluation the trainer hands the dev metrics to `BestKeeper`:
 
 import json
 import os
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from absl import logging
 
@@ -64,12 +64,19 @@ def read_state(output_dir: str) -> Optional[dict]:
   return state
 
 
-def kept_checkpoints(output_dir: str) -> List[Tuple[str, float]]:
-  """(prefix, dev value) of each checkpoint best/ holds, best first; [] when there is no best/."""
+class Kept(NamedTuple):
+  """What best/ holds: the metric it ranks by and (prefix, dev value) of each checkpoint, best first."""
+  metric: Optional[str]
+  checkpoints: List[Tuple[str, float]]
+
+
+def kept_checkpoints(output_dir: str) -> Kept:
+  """best/'s checkpoints, from one read of best.json; Kept(None, []) when there is no best/."""
   state = read_state(output_dir)
   if state is None:
-    return []
-  return [(os.path.join(best_dir(output_dir), e["checkpoint"]), e["value"]) for e in _kept(state)]
+    return Kept(None, [])
+  return Kept(state["metric"], [(os.path.join(best_dir(output_dir), e["checkpoint"]), e["value"])
+                                for e in _kept(state)])
 
 
 class BestKeeper:

@@ -25,6 +25,7 @@ from typing import List, Optional
 from absl import logging
 
 from t2tlite import files
+from t2tlite.training import averaging
 from t2tlite.training import checkpoint_manifest as manifest
 from t2tlite.training.checkpoint_manifest import CheckpointError
 
@@ -39,8 +40,8 @@ _LEFTOVER_DIR = re.compile(r"^ckpt-\d+_temp")
 def remove_leftovers(output_dir: str) -> List[str]:
   """Deletes what a killed write left in output_dir (and its averages); returns the paths."""
   removed = []
-  for directory in (output_dir, os.path.join(output_dir, "averaged"),
-                    os.path.join(output_dir, "averaged_best")):
+  for directory in (output_dir, os.path.join(output_dir, averaging.AVERAGED_DIR),
+                    os.path.join(output_dir, averaging.AVERAGED_BEST_DIR)):
     if not os.path.isdir(directory):
       continue
     removed += files.remove_incomplete(directory)

@@ -417,7 +417,7 @@ class Trainer:
     else:
       last_eval = self.evaluate(step)
     if (opts.average_last_n or opts.average_best_n) and self.is_chief:
-      self._average(step)
+      self._average()
     self._sync_model()
     logging.info("step %d: weights checksum %s", step, checkpoints.weights_checksum(self.model))
     if not self.jax:
@@ -449,26 +449,18 @@ class Trainer:
     how = "keras.distribution.DataParallel" if self.distribution is not None else "one device"
     return f"JAX on {len(devices)} {devices[0].platform} device(s): {how}"
 
-  def _average(self, step: int) -> None:
-    """Writes averaged/ckpt-<step> and averaged_best/, keeping any already there (a rerun)."""
+  def _average(self) -> None:
+    """Writes averaged/ and averaged_best/, keeping any already there (a rerun)."""
     opts = self.options
-    wanted = []
     if opts.average_last_n:
-      wanted.append((averaging.averaged_path(self.output_dir, step), opts.average_last_n, False))
+      averaging.average_checkpoints(self.output_dir, opts.average_last_n, keep_existing=True)
     if opts.average_best_n:
-      kept = keep_best.kept_checkpoints(self.output_dir)[:opts.average_best_n]
-      if kept:
-        newest = max(averaging.checkpoint_step(prefix) for prefix, _ in kept)
-        wanted.append((averaging.averaged_path(self.output_dir, newest, best=True),
-                       opts.average_best_n, True))
+      if keep_best.kept_checkpoints(self.output_dir).checkpoints:
+        averaging.average_checkpoints(self.output_dir, opts.average_best_n, best=True,
+                                      keep_existing=True)
       else:
         logging.warning("--average_best_n=%d: no dev %s was ever reported, so best/ holds "
                         "nothing to average", opts.average_best_n, opts.keep_best)
-    for path, n, best in wanted:
-      if checkpoint_manifest.checkpoint_files(path):
-        logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", path)
-      else:
-        averaging.average_checkpoints(self.output_dir, n, best=best)
 
   def evaluate(self, step: Optional[int] = None) -> dict:
     """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best."""
