@@ -23,7 +23,7 @@ import pytest
 
 from t2tlite import errors, files, registry
 from t2tlite.data import shard_manifest
-from t2tlite.training import checkpoint_manifest, resume, run_dir, run_identity, run_lock
+from t2tlite.training import averaging, checkpoint_manifest, resume, run_dir, run_identity, run_lock
 from t2tlite.training.options import TrainOptions, TrainOptionsError
 from t2tlite.training.trainer import Trainer
 from tests.helpers import command, one_line_error, run
@@ -243,7 +243,9 @@ def test_resume_does_not_log_replayed_steps_twice(run_copy):
 def test_leftovers_of_a_killed_write_are_removed_at_start(run_copy):
   leftovers = ["run.json.tmp", "hparams.json.incomplete", "ckpt-12.manifest.json.incomplete",
                "checkpoint.tmp" + "0" * 32, "ckpt-12_temp/part-00000-of-00001.data-00000-of-00001"]
-  for name in leftovers:
+  in_averages = [os.path.join(folder, "ckpt-12.index.incomplete")
+                 for folder in (averaging.AVERAGED_DIR, averaging.AVERAGED_BEST_DIR)]
+  for name in leftovers + in_averages:
     os.makedirs(os.path.dirname(os.path.join(run_copy, name)), exist_ok=True)
     open(os.path.join(run_copy, name), "w").write("half")
   make_trainer(run_copy)
@@ -251,6 +253,7 @@ def test_leftovers_of_a_killed_write_are_removed_at_start(run_copy):
   assert not left & {"run.json.tmp", "hparams.json.incomplete", "ckpt-12_temp",
                      "ckpt-12.manifest.json.incomplete", "checkpoint.tmp" + "0" * 32}
   assert {"run.json", "hparams.json", "checkpoint", "ckpt-8.index"} <= left
+  assert not [name for name in in_averages if os.path.exists(os.path.join(run_copy, name))]
 
 
 # --- The run lock -----------------------------------------------------------------------

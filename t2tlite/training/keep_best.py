@@ -65,7 +65,7 @@ def read_state(output_dir: str) -> Optional[dict]:
 
 
 class Kept(NamedTuple):
-  """What best/ holds: the metric it ranks by and (prefix, dev value) of each checkpoint, best first."""
+  """What best/ holds: its metric and (prefix, dev value) of each checkpoint, best first."""
   metric: Optional[str]
   checkpoints: List[Tuple[str, float]]
 

@@ -25,7 +25,6 @@ from typing import List, Optional
 from absl import logging
 
 from t2tlite import files
-from t2tlite.training import averaging
 from t2tlite.training import checkpoint_manifest as manifest
 from t2tlite.training.checkpoint_manifest import CheckpointError
 
@@ -40,8 +39,10 @@ _LEFTOVER_DIR = re.compile(r"^ckpt-\d+_temp")
 def remove_leftovers(output_dir: str) -> List[str]:
   """Deletes what a killed write left in output_dir (and its averages); returns the paths."""
   removed = []
-  for directory in (output_dir, os.path.join(output_dir, averaging.AVERAGED_DIR),
-                    os.path.join(output_dir, averaging.AVERAGED_BEST_DIR)):
+  # averaging.AVERAGED_DIR and AVERAGED_BEST_DIR, spelled out: averaging imports run_dir, which
+  # imports this module, and the package keeps its imports free of circles.
+  for directory in (output_dir, os.path.join(output_dir, "averaged"),
+                    os.path.join(output_dir, "averaged_best")):
     if not os.path.isdir(directory):
       continue
     removed += files.remove_incomplete(directory)
