@@ -92,6 +92,5 @@ taskset -c "$CORES" "$PYTHON" "$REPO/recipes/table3_sweep.py" "${SWEEP[@]}" || s
 # resumes). Either way no page.
 { [ "$status" -eq 2 ] || [ "$status" -ge 128 ]; } && exit "$status"
 taskset -c "$FIRST_CORE" "$PYTHON" "$REPO/recipes/table3_report.py" "$OUT" "${REPORT[@]}"
-exit "$status"
-exit
+exit "$status"  # Also ends the block before bash reads past it.
 }
