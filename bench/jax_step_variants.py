@@ -10,8 +10,11 @@ the committed form of the script behind that section's table.
 
 A variant is NAME or NAME:KEY=VALUE,KEY=VALUE. Keys starting with `xla_` are XLA options for
 compiling that variant's step (`jax.jit(compiler_options=...)`, the per-program form of
-XLA_FLAGS; true/false are booleans); other keys override hparams (that variant then builds
-its own model, from the same seed). The first variant is the reference of the ratios.
+XLA_FLAGS; true/false are booleans); `step_module=FILE` takes the JaxTrainer of that file (a
+jax_step.py of another revision, `git show REV:t2tlite/training/jax_step.py > FILE`), so a
+change to the step is measured against the step before it in one process; other keys
+override hparams (that variant then builds its own model, from the same seed). The first
+variant is the reference of the ratios.
 
     python bench/jax_step_variants.py --variant base \\
         --variant no_command_buffers:xla_gpu_enable_command_buffer= \\
@@ -26,6 +29,7 @@ the GPU machines (JAX only).
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -34,20 +38,36 @@ import time
 
 
 def parse_variant(text):
-  """"NAME[:KEY=VALUE,...]" -> (name, XLA options, hparams overrides)."""
+  """"NAME[:KEY=VALUE,...]" -> (name, XLA options, hparams overrides, step module file or "")."""
   name, _, spec = text.partition(":")
   if not name:
     raise SystemExit(f"--variant {text!r}: a name comes first (NAME or NAME:KEY=VALUE,...)")
-  options, overrides = {}, []
+  options, overrides, step_module = {}, [], ""
   for item in filter(None, spec.split(",")):
     key, eq, value = item.partition("=")
     if not eq:
       raise SystemExit(f"--variant {text!r}: {item!r} is not KEY=VALUE")
     if key.startswith("xla_"):
       options[key] = {"true": True, "false": False}.get(value.lower(), value)
+    elif key == "step_module":
+      if not os.path.isfile(value):
+        raise SystemExit(f"--variant {text!r}: step_module {value!r} is not a file")
+      step_module = value
     else:
       overrides.append(item)
-  return name, options, ",".join(overrides)
+  return name, options, ",".join(overrides), step_module
+
+
+def trainer_class(step_module):
+  """JaxTrainer of the given jax_step.py file (loaded as a module of its own), or the package's."""
+  if not step_module:
+    from t2tlite.training.jax_step import JaxTrainer
+    return JaxTrainer
+  name = "step_variant_" + "".join(c if c.isalnum() else "_" for c in step_module)
+  spec = importlib.util.spec_from_file_location(name, step_module)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.JaxTrainer
 
 
 def main():
@@ -76,7 +96,6 @@ def main():
   import numpy as np
   import train_throughput as tt
   from t2tlite import registry
-  from t2tlite.training.jax_step import JaxTrainer
 
   base = registry.hparams(args.hparams_set).replace(input_vocab_size=args.vocab,
                                                     target_vocab_size=args.vocab)
@@ -88,13 +107,14 @@ def main():
            for k in ("inputs", "targets")}
   shared = tt.build_model(base)  # Variants that change no hparams share one model.
   trainers, results = {}, {}
-  for name, options, overrides in variants:
+  for name, options, overrides, step_module in variants:
     hp = base.override(overrides) if overrides else base
     model, optimizer = tt.build_model(hp) if overrides else shared
-    trainer = JaxTrainer(model, optimizer, hp, compiler_options=options or None)
+    trainer = trainer_class(step_module)(model, optimizer, hp, compiler_options=options or None)
     _, first, _ = tt.time_steps(trainer.train_step, batch, 1, args.warmup, name)  # 1st: compiling
     trainers[name] = trainer
-    results[name] = dict(xla_options=options, hparams=overrides, first_step_s=first[0],
+    results[name] = dict(xla_options=options, hparams=overrides, step_module=step_module,
+                         first_step_s=first[0],
                          flops_per_step=tt.step_flops(hp, rows, args.length, args.length),
                          synced_s=[], pipelined_s=[], call_s=[])
     print(f"{name}: first step (compiling) {first[0]:.1f} s", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ import os
 import statistics
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -167,12 +168,24 @@ def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
 def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
   """bench/jax_step_variants.py: every variant in one process, XLA options reaching that
   variant's step only (XLA's own dump of the options it compiled with), hparams variants on
-  their own model, per-round ratios and MFU from the shared FLOP formula."""
+  their own model, a step module's JaxTrainer used by its variant only, per-round ratios and
+  MFU from the shared FLOP formula."""
   dump, out, peak = tmp_path / "dump", tmp_path / "variants.json", 0.5
+  step_module, traced = tmp_path / "other_step.py", tmp_path / "traced.txt"
+  step_module.write_text(textwrap.dedent(f"""
+      from t2tlite.training import jax_step
+
+      class JaxTrainer(jax_step.JaxTrainer):
+        def _train_step(self, state, batch):
+          with open({str(traced)!r}, "a") as f:
+            f.write("traced\\n")
+          return super()._train_step(state, batch)
+      """))
   proc = subprocess.run(
       [sys.executable, os.path.join(REPO, "bench", "jax_step_variants.py"),
        "--variant", "base", "--variant", f"level1:xla_backend_optimization_level=1,xla_dump_to={dump}",
-       "--variant", "no_dropout:dropout=0.0", "--hparams_set", "transformer_tiny", "--vocab", "64",
+       "--variant", "no_dropout:dropout=0.0", "--variant", f"other:step_module={step_module}",
+       "--hparams_set", "transformer_tiny", "--vocab", "64",
        "--length", "8", "--tokens", "32", "--warmup", "1", "--steps", "2", "--rounds", "2",
        "--peak_tflops", str(peak), "--output_json", str(out)],
       capture_output=True, text=True, env=_no_tensorflow_env(tmp_path), timeout=600)
@@ -180,10 +193,13 @@ def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
   result = json.loads(out.read_text())
   assert result["tensorflow_loaded"] is False and (result["rows"], result["length"]) == (4, 8)
   variants = result["variants"]
-  assert list(variants) == ["base", "level1", "no_dropout"]
+  assert list(variants) == ["base", "level1", "no_dropout", "other"]
   assert variants["level1"]["xla_options"] == {"xla_backend_optimization_level": "1",
                                                "xla_dump_to": str(dump)}
   assert variants["no_dropout"]["hparams"] == "dropout=0.0"
+  assert variants["other"]["step_module"] == str(step_module)
+  assert variants["base"]["step_module"] == ""
+  assert traced.read_text() == "traced\n"  # Its class traced its step once; no other did.
   # Only the level-1 variant's step was compiled with the options, and at level 1.
   [options] = dump.glob("*.debug_options")
   assert "_train_step" in options.name
@@ -201,3 +217,4 @@ def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
     assert res["synced_mfu"] == pytest.approx(
         flops / statistics.median(res["synced_s"]) / 1e12 / peak, rel=1e-9)
   assert base["ratio_per_round"] == [1.0, 1.0]
+  assert "other" in proc.stdout

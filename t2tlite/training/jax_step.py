@@ -8,15 +8,18 @@ compiles it. Between updates the state lives only in those arrays; it is
 written back into the Keras variables (`write_to_model`) when something
 outside the step reads them: a checkpoint, `best/`, the weights checksum.
 
-Adam's two moments and the dropout seed states cross jit as a few flat
-buffers (`FlatBuffers`), not as their ~410 arrays (transformer_base: 362
-moments and 50 seed states beside 181 weights): a call's host cost grows with its
-argument count, and where a step takes tens of milliseconds on a GPU that cost
-is a share of the step whenever the host waits for its result. On an H200 it
-cut the call from 7.2 to 3.5 ms and raised the base step from 597k to 625k
-target tokens/s with a host sync per step, leaving the step's GPU time as it
-was (bench/README.md, "GPU"). The weights stay arrays: slicing them out of a
-buffer for every matmul costs more GPU time than it saves (tried, 2026-11-27).
+The state crosses jit as a few stacks (`Stacks`): the arrays of one dtype and
+shape stacked along a new leading axis, so transformer_base's 594 arrays (181
+weights, 362 Adam moments, 50 dropout seed states, `iterations`) become about 25.
+A call's host cost grows with its argument count, and where a step takes tens
+of milliseconds on a GPU that cost is a share of the step whenever the host
+waits for its result (bench/README.md, "GPU"). A weight is a static index into
+its stack, a slice of whole leading rows that XLA fuses into the weight's cast
+to the compute dtype; Adam runs over whole stacks, so the update slices
+nothing apart. History: the whole state as 1-D buffers per dtype (reverted
+3b2247a) cost more GPU time than it saved, its weights sliced at arbitrary
+offsets and its updates concatenated from ~560 pieces; Adam's moments alone
+as 1-D buffers (b643791) cut the H200's call from 7.2 to 3.5 ms.
 
 Same mathematics as the TensorFlow step (train_step.py), so the two
 backends train the same model:
@@ -28,8 +31,8 @@ backends train the same model:
 * the global gradient norm is reported, and clipped by when
   `clip_grad_norm` > 0 (tf.clip_by_global_norm's formula);
 * Adam and the Noam schedule are the Keras optimizer of optimization.py: its
-  schedule, betas and epsilon, and Keras's Adam formula written on the flat
-  moments (`adam_update`; tests/test_jax_flat_state.py ties it to Keras's own
+  schedule, betas and epsilon, and Keras's Adam formula written on the
+  stacks (`adam_update`; tests/test_jax_flat_state.py ties it to Keras's own
   `stateless_apply`, bit for bit), so `iterations` and both moments are in
   the state;
 * dropout draws from the Keras seed generators, whose states are among the
@@ -80,38 +83,35 @@ def clip_by_global_norm(grads, clip_norm, norm):
   return [(g * scale).astype(g.dtype) for g in grads]
 
 
-class FlatBuffers:
-  """A list of arrays <-> one 1-D buffer per dtype (a tuple, in order of first appearance).
+class Stacks:
+  """A list of arrays <-> a tuple of stacks: the arrays of one dtype and shape, in list order.
 
   The layout is fixed by the arrays given at construction (dtype and shape of
-  each); `pack` and `unpack` work inside and outside jit and move data only.
+  each); stacks come in order of first appearance. `pack` and `unpack` work
+  inside and outside jit and move data only; `unpack` indexes whole leading
+  rows, so each array is a contiguous piece of its stack.
   """
 
   def __init__(self, arrays):
-    self.dtypes = []
-    self.layout = []  # Per array: (buffer index, offset, shape).
-    sizes = []
+    keys = []  # Per stack: (dtype, shape).
+    self.layout = []  # Per array: (stack index, row).
     for array in arrays:
-      dtype = jnp.dtype(array.dtype)
-      if dtype not in self.dtypes:
-        self.dtypes.append(dtype)
-        sizes.append(0)
-      index = self.dtypes.index(dtype)
-      shape = tuple(array.shape)
-      self.layout.append((index, sizes[index], shape))
-      sizes[index] += math.prod(shape)
+      key = (jnp.dtype(array.dtype), tuple(array.shape))
+      if key not in keys:
+        keys.append(key)
+      index = keys.index(key)
+      self.layout.append((index, sum(1 for i, _ in self.layout if i == index)))
+    self.dtypes = [dtype for dtype, _ in keys]
+    self.members = [[j for j, (i, _) in enumerate(self.layout) if i == index]
+                    for index in range(len(keys))]
 
   def pack(self, arrays) -> tuple:
     if len(arrays) != len(self.layout):
-      raise ValueError(f"FlatBuffers.pack: {len(arrays)} arrays, the layout has {len(self.layout)}")
-    parts = [[] for _ in self.dtypes]
-    for (index, _, _), array in zip(self.layout, arrays):
-      parts[index].append(jnp.ravel(array))
-    return tuple(jnp.concatenate(p) if len(p) > 1 else p[0] for p in parts)
+      raise ValueError(f"Stacks.pack: {len(arrays)} arrays, the layout has {len(self.layout)}")
+    return tuple(jnp.stack([arrays[j] for j in members]) for members in self.members)
 
-  def unpack(self, buffers) -> list:
-    return [jax.lax.slice(buffers[index], (offset,), (offset + math.prod(shape),)).reshape(shape)
-            for index, offset, shape in self.layout]
+  def unpack(self, stacks) -> list:
+    return [stacks[index][row] for index, row in self.layout]
 
 
 def rate_at(optimizer, iterations):
@@ -120,39 +120,37 @@ def rate_at(optimizer, iterations):
   return rate(iterations) if callable(rate) else rate
 
 
-def adam_update(optimizer, weights, grads, iterations, moments, velocities, layout):
-  """Keras's Adam on flat moments: (new weights, new moments, new velocities).
+def adam_update(optimizer, weights, grads, iterations, moments, velocities):
+  """Keras's Adam on stacks: (new weights, new moments, new velocities), each a tuple of stacks.
 
   m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2), w -= m alpha / (sqrt(v) + eps) with
   alpha = lr sqrt(1 - b2^t) / (1 - b1^t), t = iterations + 1 and lr the optimizer's
-  schedule at `iterations`: keras.optimizers.Adam.update_step, op for op. `moments` and
-  `velocities` are FlatBuffers tuples of `layout`; the new ones are computed over whole
-  buffers, and each weight reads its slice of them.
+  schedule at `iterations`: keras.optimizers.Adam.update_step, op for op, elementwise, so
+  it applies to stacks of weights (one Stacks layout for all four) as to single weights.
   """
-  flat_grads = layout.pack([g.astype(w.dtype) for g, w in zip(grads, weights)])
-  moments = tuple(m + (g - m) * (1 - optimizer.beta_1) for m, g in zip(moments, flat_grads))
-  velocities = tuple(v + (jnp.square(g) - v) * (1 - optimizer.beta_2)
-                     for v, g in zip(velocities, flat_grads))
+  grads = [g.astype(w.dtype) for g, w in zip(grads, weights)]
+  moments = [m + (g - m) * (1 - optimizer.beta_1) for m, g in zip(moments, grads)]
+  velocities = [v + (jnp.square(g) - v) * (1 - optimizer.beta_2)
+                for v, g in zip(velocities, grads)]
   rate = rate_at(optimizer, iterations)
-  alphas = []  # Per buffer (weight dtype): one scalar for every weight in it.
-  for dtype in layout.dtypes:
+  alphas = {}  # Per weight dtype: one scalar for every weight of it.
+  for dtype in {jnp.dtype(w.dtype) for w in weights}:
     step = (iterations + 1).astype(dtype)
     beta_1_power = jnp.power(jnp.asarray(optimizer.beta_1, dtype), step)
     beta_2_power = jnp.power(jnp.asarray(optimizer.beta_2, dtype), step)
-    alphas.append(jnp.asarray(rate, dtype) * jnp.sqrt(1 - beta_2_power) / (1 - beta_1_power))
-  return ([w - (m * alphas[index]) / (jnp.sqrt(v) + optimizer.epsilon)
-           for w, m, v, (index, _, _) in zip(weights, layout.unpack(moments),
-                                             layout.unpack(velocities), layout.layout)],
-          moments, velocities)
+    alphas[dtype] = jnp.asarray(rate, dtype) * jnp.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+  return (tuple(w - (m * alphas[jnp.dtype(w.dtype)]) / (jnp.sqrt(v) + optimizer.epsilon)
+                for w, m, v in zip(weights, moments, velocities)),
+          tuple(moments), tuple(velocities))
 
 
 class JaxTrainer:
   """Holds the training state as arrays and applies compiled updates to it.
 
   `state` = (weights, seed states, (iterations, moments, velocities)): the
-  weights a list in the order of `model.trainable_variables`; the seed states
-  (`model.non_trainable_variables`) and Adam's moments and velocities as
-  FlatBuffers tuples.
+  weights (`model.trainable_variables`), Adam's moments and velocities (one
+  layout, the weights') and the seed states (`model.non_trainable_variables`)
+  as tuples of `Stacks`.
   """
 
   def __init__(self, model, optimizer, hparams, distribution=None, compiler_options=None):
@@ -174,8 +172,8 @@ class JaxTrainer:
     self.distribution = distribution
     self.train_traces = 0
     self.eval_traces = 0
-    self._moment_layout = FlatBuffers(model.trainable_variables)
-    self._seeds = FlatBuffers(model.non_trainable_variables)
+    self._weights = Stacks(model.trainable_variables)
+    self._seeds = Stacks(model.non_trainable_variables)
     self.read_from_model()
     # The state's old buffers are reused for the new one (no second copy on the device).
     self._train = jax.jit(self._train_step, donate_argnums=(0,),
@@ -186,8 +184,8 @@ class JaxTrainer:
   def read_from_model(self) -> None:
     """Takes the state from the Keras variables (after building, restoring, warm starting)."""
     copy = lambda v: jnp.array(v.value, copy=True)  # noqa: E731 - donated later: own buffers.
-    opt, layout = self.optimizer, self._moment_layout
-    self.state = ([copy(v) for v in self.model.trainable_variables],
+    opt, layout = self.optimizer, self._weights
+    self.state = (layout.pack([copy(v) for v in self.model.trainable_variables]),
                   self._seeds.pack([copy(v) for v in self.model.non_trainable_variables]),
                   (copy(opt.iterations), layout.pack([copy(m) for m in opt._momentums]),
                    layout.pack([copy(v) for v in opt._velocities])))
@@ -199,10 +197,10 @@ class JaxTrainer:
     """Writes the state into the Keras variables (copies: the next update donates the state)."""
     weights, seeds, (iterations, moments, velocities) = self.state
     opt = self.optimizer
-    for variables, values in ((self.model.trainable_variables, weights),
+    for variables, values in ((self.model.trainable_variables, self._weights.unpack(weights)),
                               (self.model.non_trainable_variables, self._seeds.unpack(seeds)),
-                              (opt._momentums, self._moment_layout.unpack(moments)),
-                              (opt._velocities, self._moment_layout.unpack(velocities)),
+                              (opt._momentums, self._weights.unpack(moments)),
+                              (opt._velocities, self._weights.unpack(velocities)),
                               ([opt.iterations], [iterations])):
       for variable, value in zip(variables, values):
         variable.assign(jnp.array(value, copy=True))
@@ -245,7 +243,10 @@ class JaxTrainer:
 
   def _train_step(self, state, batch):
     self.train_traces += 1  # Runs at trace time only: one per compiled batch shape.
-    trainable, seeds, (iterations, moments, velocities) = state
+    weights, seeds, (iterations, moments, velocities) = state
+    # Sliced outside the gradient: its transpose would scatter every weight's gradient into a
+    # zeroed copy of the whole stack.
+    trainable = self._weights.unpack(weights)
     non_trainable = self._seeds.unpack(seeds)
     targets = batch["targets"]
     global_tokens = jnp.maximum(jnp.sum((targets != PAD_ID).astype(jnp.float32)), 1.0)
@@ -273,18 +274,19 @@ class JaxTrainer:
       zeros = ([jnp.zeros_like(v) for v in trainable], non_trainable,
                {k: jnp.zeros((), jnp.float32) for k in METRIC_KEYS})
       (grads, non_trainable, sums), _ = jax.lax.scan(body, zeros, micro)
+    grads = self._weights.pack([g.astype(w.dtype) for g, w in zip(grads, trainable)])
     grad_norm = global_norm(grads)
     if self.hparams.clip_grad_norm > 0:
       grads = clip_by_global_norm(grads, self.hparams.clip_grad_norm, grad_norm)
-    trainable, moments, velocities = adam_update(self.optimizer, trainable, grads, iterations,
-                                                 moments, velocities, self._moment_layout)
-    return ((trainable, self._seeds.pack(non_trainable), (iterations + 1, moments, velocities)),
+    weights, moments, velocities = adam_update(self.optimizer, weights, grads, iterations,
+                                               moments, velocities)
+    return ((weights, self._seeds.pack(non_trainable), (iterations + 1, moments, velocities)),
             dict(sums, grad_norm=grad_norm))
 
-  def _eval_step(self, trainable, seeds, batch):
+  def _eval_step(self, weights, seeds, batch):
     self.eval_traces += 1
-    logits, _ = self.model.stateless_call(trainable, self._seeds.unpack(seeds), batch,
-                                          training=False)
+    logits, _ = self.model.stateless_call(self._weights.unpack(weights),
+                                          self._seeds.unpack(seeds), batch, training=False)
     return _sums(losses.token_loss_sums(logits, batch["targets"], self.hparams.label_smoothing,
                                         batch.get("targets_segmentation")))
 

@@ -1,11 +1,12 @@
-"""The JAX step's flat optimizer state: Adam on two flat buffers equals Keras's Adam.
+"""The JAX step's stacked state: Adam on stacks of weights equals Keras's Adam.
 
-jax_step.JaxTrainer hands jit Adam's moments and the dropout seed states as a few
-flat buffers instead of ~410 arrays and applies Adam's formula to them itself
-(`adam_update`). The independent truth is Keras's own Adam (`stateless_apply`
-on the per-array variables): the same updates, bit for bit, at the first step
-and past the warmup, with dropout on. A process has one Keras backend, so the
-check runs under JAX in a subprocess.
+jax_step.JaxTrainer hands jit the weights, Adam's moments and the dropout seed
+states as a few stacks (arrays of one dtype and shape stacked) instead of ~590
+arrays, and applies Adam's formula to the stacks itself (`adam_update`). The
+independent truth is Keras's own Adam (`stateless_apply` on the per-array
+variables): the same updates, bit for bit, at the first step and past the
+warmup, with dropout on. A process has one Keras backend, so the check runs
+under JAX in a subprocess.
 """
 
 import importlib.util
@@ -38,7 +39,11 @@ CHECK = textwrap.dedent("""
     optimizer.build(model.trainable_variables)
     trainer = jax_step.JaxTrainer(model, optimizer, hp)
     out["seed_arrays"] = len(model.non_trainable_variables)
-    out["buffers"] = [len(trainer.state[1]), len(trainer.state[2][1])]
+    kinds = lambda vs: len({(str(v.dtype), tuple(v.shape)) for v in vs})  # noqa: E731
+    out["kinds"] = [kinds(model.trainable_variables), kinds(model.non_trainable_variables)]
+    out["weight_arrays"] = len(model.trainable_variables)
+    out["stacks"] = [len(trainer.state[0]), len(trainer.state[1]), len(trainer.state[2][1]),
+                     len(trainer.state[2][2])]
 
     # 1. adam_update against Keras's stateless_apply from the same per-array state, first
     #    step and past the warmup (iterations 9: step 10 of a 4-step warmup).
@@ -55,10 +60,12 @@ CHECK = textwrap.dedent("""
       for m, v, mv, vv in zip(optimizer._momentums, optimizer._velocities, moments, velocities):
         keras_state[index[id(m)]], keras_state[index[id(v)]] = mv, vv
       new_weights, new_state = optimizer.stateless_apply(keras_state, grads, weights)
-      layout = trainer._moment_layout
+      layout = trainer._weights
       ours_w, ours_m, ours_v = jax_step.adam_update(
-          optimizer, weights, grads, jnp.asarray(it, optimizer.iterations.dtype),
-          layout.pack(moments), layout.pack(velocities), layout)
+          optimizer, layout.pack(weights), layout.pack(grads),
+          jnp.asarray(it, optimizer.iterations.dtype), layout.pack(moments),
+          layout.pack(velocities))
+      ours_w = layout.unpack(ours_w)
       keras_m = [new_state[index[id(m)]] for m in optimizer._momentums]
       keras_v = [new_state[index[id(v)]] for v in optimizer._velocities]
       moved = any(not np.array_equal(a, b) for a, b in zip(new_weights, weights))
@@ -84,14 +91,16 @@ CHECK = textwrap.dedent("""
             trainer._seeds.unpack(trainer.state[1]),
             [jnp.asarray(v.value) for v in Transformer(hp).non_trainable_variables]))
 
-    # 3. FlatBuffers keeps dtypes apart and gives back what it packed.
+    # 3. Stacks keeps dtypes and shapes apart and gives back what it packed, in order.
     arrays = [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(4, dtype=np.uint32),
-              np.ones((1, 2, 2), np.float32)]
-    fb = jax_step.FlatBuffers(arrays)
-    packed = fb.pack([jnp.asarray(a) for a in arrays])
-    out["flat"] = dict(buffers=[str(b.dtype) for b in packed], sizes=[int(b.size) for b in packed],
-                       back=all(np.array_equal(a, b) and a.dtype == b.dtype
-                                for a, b in zip(arrays, fb.unpack(packed))))
+              np.ones((2, 3), np.float32) * 7, np.arange(4, dtype=np.float32),
+              np.arange(6, dtype=np.uint32).reshape(2, 3), np.arange(4, 8, dtype=np.uint32)]
+    layout = jax_step.Stacks(arrays)
+    packed = layout.pack([jnp.asarray(a) for a in arrays])
+    out["stacked"] = dict(stacks=[[str(b.dtype), list(b.shape)] for b in packed],
+                          back=all(np.array_equal(a, b) and a.dtype == b.dtype
+                                   for a, b in zip(arrays, layout.unpack(packed))),
+                          first=np.array_equal(packed[0][1], arrays[2]))
     print(json.dumps(out))
     """)
 
@@ -108,20 +117,26 @@ def result():
 
 
 @needs_jax
-def test_adam_on_flat_moments_is_keras_adam_bit_for_bit(result):
+def test_adam_on_stacks_is_keras_adam_bit_for_bit(result):
   for step in result["adam"]:
     assert step == dict(moved=True, weights=True, moments=True, velocities=True)
 
 
 @needs_jax
-def test_state_crosses_jit_as_few_buffers_and_round_trips_through_keras(result):
+def test_state_crosses_jit_as_one_stack_per_dtype_and_shape_and_round_trips(result):
   assert result["seed_arrays"] > 1
-  assert result["buffers"] == [1, 1]  # One dtype each: the seeds, the float32 moments.
+  weights, seeds = result["kinds"]
+  assert weights < result["weight_arrays"] and seeds == 1
+  # Weights, seeds, moments, velocities: one stack per distinct (dtype, shape).
+  assert result["stacks"] == [weights, seeds, weights, weights]
   assert result["round_trip"]
   assert result["iterations"] == [3, 3]
   assert result["seeds_moved"]  # Dropout drew from the seed states, which came back advanced.
 
 
 @needs_jax
-def test_flat_buffers_pack_per_dtype_and_unpack_exactly(result):
-  assert result["flat"] == dict(buffers=["float32", "uint32"], sizes=[10, 4], back=True)
+def test_stacks_group_by_dtype_and_shape_and_unpack_exactly(result):
+  assert result["stacked"] == dict(
+      stacks=[["float32", [2, 2, 3]], ["uint32", [2, 4]], ["float32", [1, 4]],
+              ["uint32", [1, 2, 3]]],
+      back=True, first=True)
