@@ -185,6 +185,7 @@ def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
       [sys.executable, os.path.join(REPO, "bench", "jax_step_variants.py"),
        "--variant", "base", "--variant", f"level1:xla_backend_optimization_level=1,xla_dump_to={dump}",
        "--variant", "no_dropout:dropout=0.0", "--variant", f"other:step_module={step_module}",
+       "--variant", f"aliased:step_module={os.path.join(REPO, 'bench', 'jax_step_aliased_sums.py')}",
        "--hparams_set", "transformer_tiny", "--vocab", "64",
        "--length", "8", "--tokens", "32", "--warmup", "1", "--steps", "2", "--rounds", "2",
        "--peak_tflops", str(peak), "--output_json", str(out)],
@@ -193,7 +194,7 @@ def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
   result = json.loads(out.read_text())
   assert result["tensorflow_loaded"] is False and (result["rows"], result["length"]) == (4, 8)
   variants = result["variants"]
-  assert list(variants) == ["base", "level1", "no_dropout", "other"]
+  assert list(variants) == ["base", "level1", "no_dropout", "other", "aliased"]
   assert variants["level1"]["xla_options"] == {"xla_backend_optimization_level": "1",
                                                "xla_dump_to": str(dump)}
   assert variants["no_dropout"]["hparams"] == "dropout=0.0"

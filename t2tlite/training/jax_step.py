@@ -10,16 +10,19 @@ outside the step reads them: a checkpoint, `best/`, the weights checksum.
 
 The state crosses jit as a few stacks (`Stacks`): the arrays of one dtype and
 shape stacked along a new leading axis, so transformer_base's 594 arrays (181
-weights, 362 Adam moments, 50 dropout seed states, `iterations`) become about 25.
+weights, 362 Adam moments, 50 dropout seed states, `iterations`) become 20.
 A call's host cost grows with its argument count, and where a step takes tens
 of milliseconds on a GPU that cost is a share of the step whenever the host
-waits for its result (bench/README.md, "GPU"). A weight is a static index into
-its stack, a slice of whole leading rows that XLA fuses into the weight's cast
-to the compute dtype; Adam runs over whole stacks, so the update slices
-nothing apart. History: the whole state as 1-D buffers per dtype (reverted
-3b2247a) cost more GPU time than it saved, its weights sliced at arbitrary
-offsets and its updates concatenated from ~560 pieces; Adam's moments alone
-as 1-D buffers (b643791) cut the H200's call from 7.2 to 3.5 ms.
+waits for its result. A weight is a static index into its stack, a slice of
+whole leading rows that XLA fuses into the weight's cast to the compute dtype;
+Adam runs over whole stacks, so the update slices nothing apart. On an H200
+(bench/README.md, "the state as stacks"; base shape, length 64) the stacks beat
+Adam's moments as 1-D buffers in one process by 1.043-1.046x with a host sync
+per step (call 3.4 -> 2.0 ms) and 1.02x pipelined. History: the whole state as
+1-D buffers per dtype (reverted 3b2247a) cost more GPU time than it saved, its
+weights sliced at arbitrary offsets and its updates concatenated from ~560
+pieces; Adam's moments alone as 1-D buffers (b643791) cut the call from 7.2 to
+3.5 ms.
 
 Same mathematics as the TensorFlow step (train_step.py), so the two
 backends train the same model:
