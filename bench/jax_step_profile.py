@@ -22,7 +22,8 @@ TensorFlow, and the reader of the trace's protobuf (XSpace) comes with TensorFlo
   kind (cuBLAS matmul, Triton matmul fusion, reduction, elementwise, transpose, scatter,
   copy); and by model part, from the op name XLA records in each fusion's metadata
   (the kernels of a fusion carry its name, "." written "_"). cuBLAS kernels carry only
-  cuBLAS's names and are counted as "matmul (cuBLAS)".
+  cuBLAS's names and are counted as "matmul (cuBLAS)". Then the host's events with the most
+  time per step: where the host's call goes when it waits for every step.
 
 On a CPU the trace half runs too (tests do, at a tiny shape), but XLA's CPU kernels are not
 device events: summarize reports GPU planes only.
@@ -187,7 +188,36 @@ def summarize(trace_path: str, hlo_text: str = "", steps: int = 1) -> dict:
   return out
 
 
-def print_summary(summary: dict, timing: dict) -> None:
+def host_events(trace_path: str, steps: int = 1, top: int = 20) -> dict:
+  """The host's side of the traced steps: per host plane, the event names with the most time.
+
+  Inclusive times (an event's own and its children's), summed over the plane's threads and
+  divided by `steps`, with their counts per step: how the ms of a call before the device
+  starts split between jit's dispatch, the runtime's execute and the launch of XLA's command
+  buffer (bench/README.md, "the state as stacks": the synced step's remaining gap).
+  """
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+  opener = gzip.open if trace_path.endswith(".gz") else open
+  space = xplane_pb2.XSpace()
+  with opener(trace_path, "rb") as f:
+    space.ParseFromString(f.read())
+  out = {}
+  for plane in space.planes:
+    if not plane.name.startswith("/host:"):
+      continue
+    time_ps, count = collections.Counter(), collections.Counter()
+    for line in plane.lines:
+      for event in line.events:
+        name = plane.event_metadata[event.metadata_id].name
+        time_ps[name] += event.duration_ps
+        count[name] += 1
+    if time_ps:
+      out[plane.name] = {name: dict(ms=ps / 1e9 / steps, per_step=count[name] / steps)
+                         for name, ps in time_ps.most_common(top)}
+  return out
+
+
+def print_summary(summary: dict, timing: dict, host: dict = None) -> None:
   if timing:
     print(f"{timing['device']}, {timing['hparams_set']} {timing['dtype']}, {timing['rows']} rows x "
           f"{timing['length']}: step {1e3 * timing['synced_step_s']:.1f} ms with a host sync per "
@@ -202,6 +232,10 @@ def print_summary(summary: dict, timing: dict) -> None:
       print(f"  {title}:")
       for name, value in s[key].items():
         print(f"    {value:7.2f} ms {100 * value / s['busy_ms']:5.1f}%  {name[:100]}")
+  for plane, events in (host or {}).items():
+    print(f"{plane}: events with the most time per step (inclusive)")
+    for name, e in events.items():
+      print(f"    {e['ms']:7.2f} ms {e['per_step']:7.1f}x  {name[:100]}")
 
 
 def main(argv=None):
@@ -230,12 +264,13 @@ def main(argv=None):
   timing = json.load(open(timing_path)) if os.path.exists(timing_path) else {}
   hlo_path = os.path.join(args.dir, "step_hlo.txt.gz")
   hlo = gzip.open(hlo_path, "rt").read() if os.path.exists(hlo_path) else ""
-  summary = summarize(os.path.join(args.dir, "trace.xplane.pb.gz"), hlo,
-                      timing.get("traced_steps", 1))
-  print_summary(summary, timing)
+  trace_path, steps = os.path.join(args.dir, "trace.xplane.pb.gz"), timing.get("traced_steps", 1)
+  summary = summarize(trace_path, hlo, steps)
+  host = host_events(trace_path, steps)
+  print_summary(summary, timing, host)
   if args.output_json:
     with open(args.output_json, "w") as f:
-      json.dump(dict(timing=timing, summary=summary), f, indent=1)
+      json.dump(dict(timing=timing, summary=summary, host=host), f, indent=1)
 
 
 if __name__ == "__main__":

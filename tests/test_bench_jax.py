@@ -107,11 +107,15 @@ def test_step_profile_traces_without_tensorflow(tmp_path):
       capture_output=True, text=True, timeout=600)
   assert summary.returncode == 0, summary.stderr[-3000:]
   assert "no GPU plane" in summary.stdout
+  assert "/host:CPU: events with the most time per step" in summary.stdout, summary.stdout
+  # jit's call of the step, on the host.
+  assert "PjitFunction(_train_step)" in summary.stdout, summary.stdout
 
 
 def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
   """summarize on a hand-made trace: two steps on a GPU plane, kernels named as XLA and cuBLAS
-  name them, fusions attributed through the HLO text's op names; the sums are worked out here."""
+  name them, fusions attributed through the HLO text's op names, and the host's events per
+  step; the sums are worked out here."""
   jsp = load_script("bench/jax_step_profile.py")
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
   hlo = "\n".join([
@@ -147,8 +151,18 @@ def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
       compute.events.add(metadata_id=ids[name], offset_ps=t * 10**6, duration_ps=us * 10**6)
       t += us + 2  # 2 us between kernels
     t += 100 - 2
+  host = space.planes.add(name="/host:CPU")
+  for i, name in ((1, "PjitFunction(_train_step)"), (2, "cudaGraphLaunch")):
+    host.event_metadata[i].id, host.event_metadata[i].name = i, name
+  python, runtime = host.lines.add(name="python"), host.lines.add(name="runtime")
+  for k in range(2):  # Two calls: 1000 us each, a 300 us launch inside each, on another thread.
+    python.events.add(metadata_id=1, offset_ps=k * 5 * 10**9, duration_ps=1000 * 10**6)
+    runtime.events.add(metadata_id=2, offset_ps=k * 5 * 10**9 + 10**8, duration_ps=300 * 10**6)
   path = tmp_path / "trace.xplane.pb"
   path.write_bytes(space.SerializeToString())
+  assert jsp.host_events(str(path), steps=2) == {"/host:CPU": {
+      "PjitFunction(_train_step)": dict(ms=pytest.approx(1.0), per_step=1.0),
+      "cudaGraphLaunch": dict(ms=pytest.approx(0.3), per_step=1.0)}}
   s = jsp.summarize(str(path), hlo, steps=2)["/device:GPU:0"]
   assert s["stream"] == "Stream #14(Compute)" and s["kernels_per_step"] == len(step)
   busy_us = sum(us for _, us in step)

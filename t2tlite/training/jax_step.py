@@ -35,7 +35,7 @@ backends train the same model:
   `clip_grad_norm` > 0 (tf.clip_by_global_norm's formula);
 * Adam and the Noam schedule are the Keras optimizer of optimization.py: its
   schedule, betas and epsilon, and Keras's Adam formula written on the
-  stacks (`adam_update`; tests/test_jax_flat_state.py ties it to Keras's own
+  stacks (`adam_update`; tests/test_jax_stacked_state.py ties it to Keras's own
   `stateless_apply`, bit for bit), so `iterations` and both moments are in
   the state;
 * dropout draws from the Keras seed generators, whose states are among the
@@ -104,7 +104,6 @@ class Stacks:
         keys.append(key)
       index = keys.index(key)
       self.layout.append((index, sum(1 for i, _ in self.layout if i == index)))
-    self.dtypes = [dtype for dtype, _ in keys]
     self.members = [[j for j, (i, _) in enumerate(self.layout) if i == index]
                     for index in range(len(keys))]
 
