@@ -186,6 +186,7 @@ def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
   MFU from the shared FLOP formula."""
   dump, out, peak = tmp_path / "dump", tmp_path / "variants.json", 0.5
   step_module, traced = tmp_path / "other_step.py", tmp_path / "traced.txt"
+  aliased_sums = os.path.join(REPO, "bench", "jax_step_aliased_sums.py")
   step_module.write_text(textwrap.dedent(f"""
       from t2tlite.training import jax_step
 
@@ -199,7 +200,7 @@ def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
       [sys.executable, os.path.join(REPO, "bench", "jax_step_variants.py"),
        "--variant", "base", "--variant", f"level1:xla_backend_optimization_level=1,xla_dump_to={dump}",
        "--variant", "no_dropout:dropout=0.0", "--variant", f"other:step_module={step_module}",
-       "--variant", f"aliased:step_module={os.path.join(REPO, 'bench', 'jax_step_aliased_sums.py')}",
+       "--variant", f"aliased:step_module={aliased_sums}",
        "--hparams_set", "transformer_tiny", "--vocab", "64",
        "--length", "8", "--tokens", "32", "--warmup", "1", "--steps", "2", "--rounds", "2",
        "--peak_tflops", str(peak), "--output_json", str(out)],
