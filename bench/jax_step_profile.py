@@ -151,13 +151,19 @@ def _op_name(kernel: str, names: dict) -> str:
   return names.get(re.sub(r"_(\d+)$", r".\1", kernel), "")
 
 
-def summarize(trace_path: str, hlo_text: str = "", steps: int = 1) -> dict:
-  """Per-step kernel time (ms) of each device plane's busiest stream, by kind and by part."""
+def read_space(trace_path: str):
+  """The trace's XSpace protobuf (gzipped or not); its reader comes with TensorFlow."""
   from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
   opener = gzip.open if trace_path.endswith(".gz") else open
   space = xplane_pb2.XSpace()
   with opener(trace_path, "rb") as f:
     space.ParseFromString(f.read())
+  return space
+
+
+def summarize(trace_path: str, hlo_text: str = "", steps: int = 1) -> dict:
+  """Per-step kernel time (ms) of each device plane's busiest stream, by kind and by part."""
+  space = read_space(trace_path)
   names = hlo_op_names(hlo_text) if hlo_text else {}
   out = {}
   for plane in space.planes:
@@ -196,11 +202,7 @@ def host_events(trace_path: str, steps: int = 1, top: int = 20) -> dict:
   starts split between jit's dispatch, the runtime's execute and the launch of XLA's command
   buffer (bench/README.md, "the state as stacks": the synced step's remaining gap).
   """
-  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
-  opener = gzip.open if trace_path.endswith(".gz") else open
-  space = xplane_pb2.XSpace()
-  with opener(trace_path, "rb") as f:
-    space.ParseFromString(f.read())
+  space = read_space(trace_path)
   out = {}
   for plane in space.planes:
     if not plane.name.startswith("/host:"):

@@ -97,15 +97,16 @@ class Stacks:
 
   def __init__(self, arrays):
     keys = []  # Per stack: (dtype, shape).
+    self.members = []  # Per stack: the indices of its arrays, in list order.
     self.layout = []  # Per array: (stack index, row).
-    for array in arrays:
+    for j, array in enumerate(arrays):
       key = (jnp.dtype(array.dtype), tuple(array.shape))
       if key not in keys:
         keys.append(key)
+        self.members.append([])
       index = keys.index(key)
-      self.layout.append((index, sum(1 for i, _ in self.layout if i == index)))
-    self.members = [[j for j, (i, _) in enumerate(self.layout) if i == index]
-                    for index in range(len(keys))]
+      self.layout.append((index, len(self.members[index])))
+      self.members[index].append(j)
 
   def pack(self, arrays) -> tuple:
     if len(arrays) != len(self.layout):
@@ -276,7 +277,7 @@ class JaxTrainer:
       zeros = ([jnp.zeros_like(v) for v in trainable], non_trainable,
                {k: jnp.zeros((), jnp.float32) for k in METRIC_KEYS})
       (grads, non_trainable, sums), _ = jax.lax.scan(body, zeros, micro)
-    grads = self._weights.pack([g.astype(w.dtype) for g, w in zip(grads, trainable)])
+    grads = self._weights.pack(grads)  # jax.grad gives each weight's gradient its dtype.
     grad_norm = global_norm(grads)
     if self.hparams.clip_grad_norm > 0:
       grads = clip_by_global_norm(grads, self.hparams.clip_grad_norm, grad_norm)
