@@ -9,21 +9,24 @@
 # default mixed_bfloat16 on a CPU with bfloat16 units, else float32) for TRAIN_MINUTES
 # (default 60) of wall time (TRAIN_STEPS, default 100000, is only an upper bound), checkpointing
 # every SAVE_STEPS (500), decoding 300 dev sentences at each evaluation (dev BLEU curve), then
-# averages the last AVERAGE_LAST_N (3) checkpoints; AVERAGE_BEST_N=N instead decodes the average
-# of the N checkpoints best by dev AVERAGE_BEST_BY (perplexity, on all of val), kept as training
-# goes (t2t-trainer --keep_best --average_best_n; not the paper: for runs that over-fit before
-# the hour ends, whose last checkpoints sit past their best). Beam size and alpha are then
-# chosen on the whole dev set (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on
-# its dev set: each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS
+# averages the last AVERAGE_LAST_N (3) checkpoints; AVERAGE_BEST_N=N also averages the N
+# checkpoints best by dev AVERAGE_BEST_BY (perplexity, on all of val), kept as training goes
+# (t2t-trainer --keep_best --average_best_n; not the paper: for runs that over-fit before the
+# hour ends, whose last checkpoints sit past their best), and dev chooses between the two
+# averages (recipes/choose_average.py: the one whose best grid point below scores higher; the
+# last N, the paper's, wins a tie; two averages of the same steps are decoded once). Beam size
+# and alpha are chosen on the whole dev set (val, 1014 lines), as the paper chose its beam 4 /
+# alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS
 # (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py;
 # DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the
 # grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps further while it keeps winning.
 # With the winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased,
 # detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
-# Writes OUT_DIR/{dev_choice.ckpt-N.json, test_2016.LANG, test_2016.bleu.json, curves.png,
-# curves.*.csv}. TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N
-# test and dev sentences. PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
+# Writes OUT_DIR/{dev_choice.AVERAGE_DIR.ckpt-N.json (one per candidate average),
+# average_choice.json, test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
+# TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N test and dev
+# sentences. PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
 # score in lowercase, as Multi30k's published systems; the sacreBLEU of test_2016.bleu.json is
 # then against the cased reference, so read its lowercased BLEU).
 # BACKEND=jax trains under JAX (t2t-trainer --backend=jax; dev is not decoded during training,
@@ -41,10 +44,10 @@ SAVE=${SAVE_STEPS:-500}
 AVG=${AVERAGE_LAST_N:-3}
 BEST_N=${AVERAGE_BEST_N:-0}
 BEST_FLAGS=()
-AVG_DIR=averaged
+AVG_DIRS=("$OUT/train/averaged")  # The paper's first: it wins a tie on dev.
 if [ "$BEST_N" != 0 ]; then
   BEST_FLAGS=(--keep_best="${AVERAGE_BEST_BY:-perplexity}" --average_best_n="$BEST_N")
-  AVG_DIR=averaged_best
+  AVG_DIRS+=("$OUT/train/averaged_best")
 fi
 PROBLEM=multi30k_en${LANG_TGT}
 HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
@@ -62,14 +65,23 @@ t2t-trainer --backend="${BACKEND:-tensorflow}" \
   --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
   --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG" \
   ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"}
-AVERAGED=$(ls -t "$OUT/train/$AVG_DIR"/ckpt-*.index | head -1)
-CHECKPOINT=${AVERAGED%.index}
-DECODE=$(${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
-  --data_dir="$OUT/data" --output_dir="$OUT/train" --checkpoint_path="$CHECKPOINT" \
-  --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
-  --decode_hparams=extra_length=50 --lines="${DEV_LINES:-0}" \
-  --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" \
-  --output_json="$OUT/dev_choice.$(basename "$CHECKPOINT").json")
+CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
+  "${AVG_DIRS[@]}")
+readarray -t CANDIDATES <<< "$CANDIDATES"
+CHOICES=()
+for CANDIDATE in "${CANDIDATES[@]}"; do
+  CHOICE=$OUT/dev_choice.$(basename "$(dirname "$CANDIDATE")").$(basename "$CANDIDATE").json
+  ${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
+    --data_dir="$OUT/data" --output_dir="$OUT/train" --checkpoint_path="$CANDIDATE" \
+    --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
+    --decode_hparams=extra_length=50 --lines="${DEV_LINES:-0}" \
+    --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" --output_json="$CHOICE" > /dev/null
+  CHOICES+=("$CHOICE")
+done
+PICKED=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" pick "${CHOICES[@]}" \
+  --output_json="$OUT/average_choice.json")
+CHECKPOINT=${PICKED%%$'\n'*}
+DECODE=${PICKED#*$'\n'}
 if [ -n "${TEST_LINES:-}" ]; then
   gzip -dc "$RAW/test_2016_flickr.en.gz" | sed -n "1,${TEST_LINES}p" > "$OUT/test_2016.head.en"
   gzip -dc "$RAW/test_2016_flickr.$LANG_TGT.gz" | sed -n "1,${TEST_LINES}p" \

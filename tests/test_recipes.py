@@ -30,7 +30,8 @@ def run_recipe(script, *args, cwd, **extra_env):
   """Runs recipes/`script` as a user would, with this interpreter's t2t-* commands on PATH."""
   bin_dir = os.path.dirname(sys.executable)
   env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="3", **SMOKE_ENV, **extra_env)
+             TF_CPP_MIN_LOG_LEVEL="3", **SMOKE_ENV)
+  env.update(extra_env)  # A test's own setting wins over the smoke default.
   proc = subprocess.run(["bash", os.path.join(REPO, "recipes", script), *args], cwd=cwd, env=env,
                         capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
@@ -63,12 +64,13 @@ def check_scores(scores_path, translation, reference_lines, language, lowercased
     assert "lowercased_tokenized_bleu" not in scores
 
 
-def check_training(out, name):
-  """Stopped at TRAIN_STEPS, averaged the last 2 checkpoints, plotted from the event files."""
+def check_training(out, name, last_n=2):
+  """Stopped at TRAIN_STEPS, averaged the last `last_n` checkpoints, plotted from the events."""
   train = os.path.join(out, "train")
   assert os.path.exists(os.path.join(train, "ckpt-4.index"))
   averaged = json.load(open(os.path.join(train, "averaged", "ckpt-4.json")))
-  assert sorted(os.path.basename(p) for p in averaged["checkpoints"]) == ["ckpt-2", "ckpt-4"]
+  assert (sorted(os.path.basename(p) for p in averaged["checkpoints"]) ==
+          ["ckpt-2", "ckpt-4"][-last_n:])
   with open(os.path.join(out, "curves.png"), "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   assert csv_steps(os.path.join(out, f"curves.{name}.train.loss.csv"))[-1] == 4
@@ -76,19 +78,8 @@ def check_training(out, name):
   assert csv_steps(os.path.join(out, f"curves.{name}.eval.bleu.csv")) == [2, 4]
 
 
-# en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
-# names and decoded from the average of the best 2 by dev perplexity (AVERAGE_BEST_N); en-fr
-# repeats it with another language, the recipe's default set and its last-N average: slow.
-@pytest.mark.parametrize("script, lang, hparams_set, best_n", [
-    ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2),
-    pytest.param("multi30k_enfr.sh", "fr", None, 0, marks=pytest.mark.slow)])
-def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shared_dir):
-  raw = os.path.join(shared_dir, "data", "multi30k")
-  out = str(tmp_path / "run")
-  chosen_set = {"HPARAMS_SET": hparams_set} if hparams_set else {}
-  proc = run_recipe(script, out, raw, cwd=str(tmp_path), AVERAGE_BEST_N=str(best_n), **chosen_set)
-  # Beam and alpha were chosen on dev (its first DEV_LINES), and test was decoded with the winner.
-  choice = json.load(open(os.path.join(out, "dev_choice.ckpt-4.json")))
+def check_grid(choice):
+  """One candidate's dev grid: the first DEV_LINES of dev, the edge extended while it wins."""
   points = choice["points"]
   tried = [(p["beam_size"], p["alpha"]) for p in points]
   assert tried[:2] == [(4, 0.6), (4, 1.0)]
@@ -102,9 +93,39 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
     assert edge_won == (n < len(points)) or n == 4
   chosen = points[bleus.index(max(bleus))]
   assert choice["decode_hparams"] == chosen["decode_hparams"]
+  return chosen
+
+
+# en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
+# names, with two candidate averages (the last 1, the best 2 by dev perplexity: AVERAGE_BEST_N)
+# for dev to choose between; en-fr repeats it with another language, the recipe's default set
+# and its last-2 average alone: slow.
+@pytest.mark.parametrize("script, lang, hparams_set, best_n", [
+    ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2),
+    pytest.param("multi30k_enfr.sh", "fr", None, 0, marks=pytest.mark.slow)])
+def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shared_dir):
+  raw = os.path.join(shared_dir, "data", "multi30k")
+  out = str(tmp_path / "run")
+  chosen_set = {"HPARAMS_SET": hparams_set} if hparams_set else {}
+  last_n = 1 if best_n else 2
+  proc = run_recipe(script, out, raw, cwd=str(tmp_path), AVERAGE_BEST_N=str(best_n),
+                    AVERAGE_LAST_N=str(last_n), **chosen_set)
+  # Each candidate average had its beam and alpha chosen on dev (its first DEV_LINES); the one
+  # scoring higher there (a tie: the last N, listed first) decoded test with its winner.
+  candidates = ["averaged", "averaged_best"] if best_n else ["averaged"]
+  choices = {c: json.load(open(os.path.join(out, f"dev_choice.{c}.ckpt-4.json")))
+             for c in candidates}
+  assert sorted(f for f in os.listdir(out) if f.startswith("dev_choice.") and
+                f.endswith(".json")) == [f"dev_choice.{c}.ckpt-4.json" for c in candidates]
+  best_points = {c: check_grid(choice) for c, choice in choices.items()}
+  scores = [best_points[c]["metrics"]["bleu"] for c in candidates]
+  decoded_from = candidates[scores.index(max(scores))]
+  picked = json.load(open(os.path.join(out, "average_choice.json")))
+  assert picked["chosen"].endswith(f"/train/{decoded_from}/ckpt-4")
+  assert [c["dev"] for c in picked["candidates"]] == scores
   test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
-  assert len(test_decode) == 1 and f"alpha={chosen['alpha']}," in test_decode[0]
-  decoded_from = "averaged_best" if best_n else "averaged"
+  assert len(test_decode) == 1
+  assert f"alpha={best_points[decoded_from]['alpha']}," in test_decode[0]
   assert f"/train/{decoded_from}/ckpt-4 (" in test_decode[0]
   if best_n:  # Both evaluations kept, their dev perplexities those of the TensorBoard curve.
     record = json.load(open(os.path.join(out, "train", "averaged_best", "ckpt-4.json")))
@@ -116,7 +137,7 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
   references = read_lines(os.path.join(raw, f"test_2016_flickr.{lang}.gz"))[:6]
   check_scores(os.path.join(out, "test_2016.bleu.json"), translation, references, lang,
                lowercased=True)
-  check_training(out, f"multi30k_en{lang}")
+  check_training(out, f"multi30k_en{lang}", last_n)
   # It trained in the fastest dtype of this CPU: bfloat16 compute where it has bfloat16 units.
   with open("/proc/cpuinfo") as f:
     flags = set(f.read().split())

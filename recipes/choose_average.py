@@ -1,0 +1,146 @@
+r"""Chooses on dev which checkpoint average a run decodes test with: the last N, or the best N.
+
+  python recipes/choose_average.py candidates OUT/train/averaged OUT/train/averaged_best
+  # prints each directory's newest average, one per line, skipping an average of the
+  # same steps as one already printed
+  python recipes/choose_average.py pick OUT/dev_choice.averaged.ckpt-8326.json \
+      OUT/dev_choice.averaged_best.ckpt-5400.json --output_json=OUT/average_choice.json
+  # prints two lines: the chosen checkpoint, then its decoding settings for t2t-decoder
+
+The paper decodes the average of the last checkpoints (Section 6.1);
+`--average_best_n` averages instead the checkpoints best by a dev metric, for
+runs that over-fit before their time ends. Which of the two serves a run
+better is not known before it trains, so both are candidates and dev decides,
+as it decides beam size and alpha: each candidate's grid is run by
+choose_decode.py on dev, and `pick` takes the one whose chosen point scores
+highest on the problem's first metric. A tie goes to the candidate listed
+first, so list the paper's (the last N) first. Test is never read.
+
+Two averages of the same checkpoints (a run still at its best when it
+stopped) are the same model: `candidates` prints it once, so its dev grid is
+decoded once.
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+from typing import Dict, List, Sequence
+
+from t2tlite import cli, errors, files
+
+
+class AverageChoiceError(errors.UserError):
+  """A directory or a dev-choice json at fault; one line, exit 2."""
+
+
+def newest_average(directory: str) -> str:
+  """The `ckpt-<step>` prefix in `directory` with the highest step."""
+  prefixes = [p[:-len(".index")] for p in glob.glob(os.path.join(directory, "ckpt-*.index"))]
+  steps = {}
+  for prefix in prefixes:
+    try:
+      steps[prefix] = int(prefix.rsplit("-", 1)[1])
+    except ValueError:
+      continue  # Not a ckpt-<step> file: not an average this run wrote.
+  if not steps:
+    raise AverageChoiceError(f"{directory}: no averaged ckpt-<step> checkpoint")
+  return max(steps, key=steps.get)
+
+
+def averaged_steps(prefix: str) -> List[int]:
+  """The steps an average holds, from the json averaging.py writes beside it."""
+  path = prefix + ".json"
+  try:
+    with open(path, encoding="utf-8") as f:
+      return list(json.load(f)["steps"])
+  except FileNotFoundError:
+    raise AverageChoiceError(f"{path}: missing; was {prefix} written by averaging?") from None
+  except (ValueError, KeyError, TypeError) as e:
+    raise AverageChoiceError(f"{path}: no list of averaged steps ({e})") from None
+
+
+def distinct_candidates(directories: Sequence[str]) -> List[str]:
+  """Each directory's newest average, in order, without repeating an average of the same steps."""
+  chosen, seen = [], []
+  for directory in directories:
+    prefix = newest_average(directory)
+    steps = averaged_steps(prefix)
+    if steps not in seen:
+      chosen.append(prefix)
+      seen.append(steps)
+  return chosen
+
+
+def read_choice(path: str) -> Dict:
+  """One choose_decode.py --output_json, finished (its grid chose a point)."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      report = json.load(f)
+  except FileNotFoundError:
+    raise AverageChoiceError(f"{path}: no such dev-choice json") from None
+  except ValueError as e:
+    raise AverageChoiceError(f"{path}: not JSON ({e})") from None
+  if not isinstance(report, dict) or not report.get("chosen"):
+    raise AverageChoiceError(f"{path}: its dev grid chose no point (unfinished?); rerun "
+                             "choose_decode.py with the same flags to finish it")
+  return report
+
+
+def chosen_score(report: Dict) -> float:
+  """The dev score of the point a choose_decode.py report chose."""
+  point = next(p for p in report["points"] if p["name"] == report["chosen"])
+  return point["metrics"][report["metric"]]
+
+
+def pick(reports: Sequence[Dict]) -> Dict:
+  """The report whose chosen point scores highest; among equals, the one listed first."""
+  metrics = {r["metric"] for r in reports}
+  if len(metrics) != 1:
+    raise AverageChoiceError(f"the dev-choice jsons score different metrics {sorted(metrics)}; "
+                             "compare runs of one problem")
+  return max(reports, key=chosen_score)  # max keeps the first of equals.
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  listing = commands.add_parser("candidates", help="Each directory's newest distinct average.")
+  listing.add_argument("directories", nargs="+")
+  choosing = commands.add_parser("pick", help="The candidate best on dev, and its settings.")
+  choosing.add_argument("choices", nargs="+", help="choose_decode.py --output_json files.")
+  choosing.add_argument("--output_json", default=None,
+                        help="Records every candidate's dev score and the one chosen.")
+  args = parser.parse_args(argv)
+
+  if args.command == "candidates":
+    for prefix in distinct_candidates(args.directories):
+      print(prefix)
+    return 0
+  reports = [read_choice(path) for path in args.choices]
+  winner = pick(reports)
+  summary = {"metric": winner["metric"],
+             "candidates": [{"checkpoint": r["key"]["checkpoint"], "choice": path,
+                             "decode_hparams": r["decode_hparams"], "dev": chosen_score(r)}
+                            for path, r in zip(args.choices, reports)],
+             "chosen": winner["key"]["checkpoint"], "decode_hparams": winner["decode_hparams"]}
+  if args.output_json:
+    with files.atomic_write(args.output_json) as f:
+      json.dump(summary, f, indent=1)
+      f.write("\n")
+  for candidate in summary["candidates"]:
+    print(f"{candidate['checkpoint']}: dev {summary['metric']} {candidate['dev']:.2f} "
+          f"({candidate['decode_hparams']})", file=sys.stderr)
+  print(f"chose {summary['chosen']}", file=sys.stderr)
+  print(summary["chosen"])
+  print(summary["decode_hparams"])
+  return 0
+
+
+def run() -> None:
+  cli.run_script(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,85 @@
+"""recipes/choose_average.py: dev picks between the last-N and best-N averages; same steps once.
+
+The recipe runs it on real averages and grids (test_recipes.py); here hand-written files
+check each rule: the newest average of a directory by step (not by name or time), an
+average of steps already listed dropped, the highest dev score chosen with ties to the
+first listed, and a one-line refusal for each file at fault.
+"""
+
+import json
+
+import pytest
+
+from tests.helpers import load_script
+
+choose_average = load_script("recipes/choose_average.py")
+
+
+def write_average(directory, step, steps):
+  """What averaging.py leaves: ckpt-<step>.index and the json naming the steps averaged."""
+  directory.mkdir(parents=True, exist_ok=True)
+  (directory / f"ckpt-{step}.index").write_bytes(b"")
+  (directory / f"ckpt-{step}.json").write_text(json.dumps({"n": len(steps), "steps": steps}))
+  return str(directory / f"ckpt-{step}")
+
+
+def write_choice(path, checkpoint, scores, chosen=True, metric="bleu"):
+  """A finished choose_decode.py report over alphas 0.6, 1.0, ... with these dev scores."""
+  alphas = [round(0.6 + 0.4 * i, 6) for i in range(len(scores))]
+  points = [{"name": f"b4.a{alpha:g}", "decode_hparams": f"beam_size=4,alpha={alpha:g}",
+             "metrics": {metric: score}} for alpha, score in zip(alphas, scores)]
+  best = max(points, key=lambda p: p["metrics"][metric])
+  report = {"key": {"checkpoint": checkpoint, "split": "dev"}, "metric": metric,
+            "points": points, "chosen": best["name"] if chosen else None,
+            "decode_hparams": best["decode_hparams"] if chosen else None}
+  path.write_text(json.dumps(report))
+  return str(path)
+
+
+def test_the_newest_average_is_the_highest_step_not_the_last_name(tmp_path):
+  write_average(tmp_path / "averaged", 900, [700, 800, 900])
+  newest = write_average(tmp_path / "averaged", 1200, [1000, 1100, 1200])
+  assert choose_average.newest_average(str(tmp_path / "averaged")) == newest
+
+
+def test_an_average_of_steps_already_listed_is_a_candidate_once(tmp_path):
+  last = write_average(tmp_path / "averaged", 1200, [1000, 1100, 1200])
+  write_average(tmp_path / "averaged_best", 1200, [1000, 1100, 1200])
+  dirs = [str(tmp_path / "averaged"), str(tmp_path / "averaged_best")]
+  assert choose_average.distinct_candidates(dirs) == [last]
+  best = write_average(tmp_path / "averaged_best", 1300, [900, 1000, 1100])
+  assert choose_average.distinct_candidates(dirs) == [last, best]
+
+
+def test_the_highest_dev_score_wins_and_a_tie_goes_to_the_first_listed(tmp_path, capsys):
+  last = write_choice(tmp_path / "last.json", "RUN/averaged/ckpt-1200", [40.1, 41.7, 41.2])
+  best = write_choice(tmp_path / "best.json", "RUN/averaged_best/ckpt-900", [40.9, 41.9])
+  summary = tmp_path / "average_choice.json"
+  assert choose_average.main(["pick", last, best, f"--output_json={summary}"]) == 0
+  assert capsys.readouterr().out.splitlines() == ["RUN/averaged_best/ckpt-900",
+                                                  "beam_size=4,alpha=1"]
+  recorded = json.loads(summary.read_text())
+  assert [c["dev"] for c in recorded["candidates"]] == [41.7, 41.9]
+  assert recorded["chosen"] == "RUN/averaged_best/ckpt-900"
+  tied = write_choice(tmp_path / "tied.json", "RUN/averaged_best/ckpt-900", [41.7])
+  assert choose_average.main(["pick", last, tied]) == 0
+  assert capsys.readouterr().out.splitlines()[0] == "RUN/averaged/ckpt-1200"
+  assert choose_average.main(["pick", tied, last]) == 0
+  assert capsys.readouterr().out.splitlines()[0] == "RUN/averaged_best/ckpt-900"
+
+
+def test_each_file_at_fault_is_refused_by_name(tmp_path):
+  with pytest.raises(choose_average.AverageChoiceError, match="no averaged ckpt"):
+    choose_average.distinct_candidates([str(tmp_path)])
+  (tmp_path / "ckpt-5.index").write_bytes(b"")
+  with pytest.raises(choose_average.AverageChoiceError, match="ckpt-5.json: missing"):
+    choose_average.distinct_candidates([str(tmp_path)])
+  unfinished = write_choice(tmp_path / "u.json", "RUN/averaged/ckpt-5", [30.0], chosen=False)
+  with pytest.raises(choose_average.AverageChoiceError, match="u.json: its dev grid chose no"):
+    choose_average.main(["pick", unfinished])
+  with pytest.raises(choose_average.AverageChoiceError, match="gone.json: no such"):
+    choose_average.main(["pick", str(tmp_path / "gone.json")])
+  parse = write_choice(tmp_path / "f1.json", "RUN/averaged/ckpt-5", [80.0], metric="f1")
+  bleu = write_choice(tmp_path / "b.json", "RUN/averaged/ckpt-5", [30.0])
+  with pytest.raises(choose_average.AverageChoiceError, match="different metrics"):
+    choose_average.main(["pick", parse, bleu])
