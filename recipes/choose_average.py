@@ -22,7 +22,6 @@ decoded once.
 """
 
 import argparse
-import glob
 import json
 import os
 import sys
@@ -37,16 +36,11 @@ class AverageChoiceError(errors.UserError):
 
 def newest_average(directory: str) -> str:
   """The `ckpt-<step>` prefix in `directory` with the highest step."""
-  prefixes = [p[:-len(".index")] for p in glob.glob(os.path.join(directory, "ckpt-*.index"))]
-  steps = {}
-  for prefix in prefixes:
-    try:
-      steps[prefix] = int(prefix.rsplit("-", 1)[1])
-    except ValueError:
-      continue  # Not a ckpt-<step> file: not an average this run wrote.
-  if not steps:
+  from t2tlite.training import checkpoint_manifest
+  averages = checkpoint_manifest.list_checkpoints(directory)
+  if not averages:
     raise AverageChoiceError(f"{directory}: no averaged ckpt-<step> checkpoint")
-  return max(steps, key=steps.get)
+  return averages[-1]
 
 
 def averaged_steps(prefix: str) -> List[int]:
