@@ -13,6 +13,7 @@ import pytest
 from tests.helpers import load_script
 
 choose_average = load_script("recipes/choose_average.py")
+choose_decode = load_script("recipes/choose_decode.py")
 
 
 def write_average(directory, step, steps):
@@ -24,15 +25,14 @@ def write_average(directory, step, steps):
 
 
 def write_choice(path, checkpoint, scores, chosen=True, metric="bleu"):
-  """A finished choose_decode.py report over alphas 0.6, 1.0, ... with these dev scores."""
+  """A choose_decode.py report, written by its own writer, over alphas 0.6, 1.0, ... with these
+  dev scores; finished (its best point chosen) unless `chosen` is False."""
   alphas = [round(0.6 + 0.4 * i, 6) for i in range(len(scores))]
   points = [{"name": f"b4.a{alpha:g}", "decode_hparams": f"beam_size=4,alpha={alpha:g}",
-             "metrics": {metric: score}} for alpha, score in zip(alphas, scores)]
-  best = max(points, key=lambda p: p["metrics"][metric])
-  report = {"key": {"checkpoint": checkpoint, "split": "dev"}, "metric": metric,
-            "points": points, "chosen": best["name"] if chosen else None,
-            "decode_hparams": best["decode_hparams"] if chosen else None}
-  path.write_text(json.dumps(report))
+             "metrics": {metric: score}, "order": i}
+            for i, (alpha, score) in enumerate(zip(alphas, scores))]
+  best = choose_decode.best(points, metric) if chosen else None
+  choose_decode.write(str(path), {"checkpoint": checkpoint, "split": "dev"}, metric, points, best)
   return str(path)
 
 
