@@ -38,7 +38,7 @@ def main(argv):
   cli.load_registry_or_exit()
   from t2tlite.decoding import export
   from t2tlite.decoding.loading import load_pipeline
-  from t2tlite.training import averaging, run_dir
+  from t2tlite.training import checkpoint_manifest, run_dir
 
   output_dir = cli.require("output_dir")
   problem_name = FLAGS.problem or run_dir.load_run_info(output_dir).get("problem")
@@ -54,11 +54,11 @@ def main(argv):
     from t2tlite.training import resume
     named = resume.resolve_checkpoint_path(FLAGS.checkpoint_path)
     version = (FLAGS.version if FLAGS.version is not None else export.export_version(
-        named, output_dir, averaging.checkpoint_step(named)))
+        named, output_dir, checkpoint_manifest.step_of(named)))
     export.check_free(export_dir, version)
   pipeline, checkpoint = load_pipeline(output_dir, problem, FLAGS.data_dir, FLAGS.decode_hparams,
                                        FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
-  step = averaging.checkpoint_step(checkpoint)
+  step = checkpoint_manifest.step_of(checkpoint)
   version = (FLAGS.version if FLAGS.version is not None
              else export.export_version(checkpoint, output_dir, step))
   logging.info("exporting %s (step %d) as version %d with %s", checkpoint, step, version,

@@ -28,6 +28,7 @@ import sys
 from typing import Dict, List, Sequence
 
 from t2tlite import cli, errors, files
+from t2tlite.training import averaging, checkpoint_manifest
 
 
 class AverageChoiceError(errors.UserError):
@@ -36,23 +37,10 @@ class AverageChoiceError(errors.UserError):
 
 def newest_average(directory: str) -> str:
   """The `ckpt-<step>` prefix in `directory` with the highest step."""
-  from t2tlite.training import checkpoint_manifest
   averages = checkpoint_manifest.list_checkpoints(directory)
   if not averages:
     raise AverageChoiceError(f"{directory}: no averaged ckpt-<step> checkpoint")
   return averages[-1]
-
-
-def averaged_steps(prefix: str) -> List[int]:
-  """The steps an average holds, from the json averaging.py writes beside it."""
-  path = prefix + ".json"
-  try:
-    with open(path, encoding="utf-8") as f:
-      return list(json.load(f)["steps"])
-  except FileNotFoundError:
-    raise AverageChoiceError(f"{path}: missing; was {prefix} written by averaging?") from None
-  except (ValueError, KeyError, TypeError) as e:
-    raise AverageChoiceError(f"{path}: no list of averaged steps ({e})") from None
 
 
 def distinct_candidates(directories: Sequence[str]) -> List[str]:
@@ -60,7 +48,7 @@ def distinct_candidates(directories: Sequence[str]) -> List[str]:
   chosen, seen = [], []
   for directory in directories:
     prefix = newest_average(directory)
-    steps = averaged_steps(prefix)
+    steps = averaging.averaged_steps(prefix)
     if steps not in seen:
       chosen.append(prefix)
       seen.append(steps)

@@ -74,8 +74,8 @@ class TinyRun:
     self.output_dir = str(output_dir)
     self.trainer = tiny_trainer(output_dir, TINY_RUN_STEPS, **self.options())
     self.metrics = self.trainer.train()
-    from t2tlite.training import averaging
-    steps = [averaging.checkpoint_step(p) for p in self.trainer.manager.checkpoints]
+    from t2tlite.training import checkpoint_manifest
+    steps = [checkpoint_manifest.step_of(p) for p in self.trainer.manager.checkpoints]
     self.steps = [s for s in steps if s > 0]
 
   @staticmethod

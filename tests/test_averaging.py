@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from t2tlite.training import averaging, run_dir
+from t2tlite.training import averaging, checkpoint_manifest, run_dir
 from tests.helpers import checkpoint_key, checkpoint_values, one_line_error, run, tiny_trainer
 
 
@@ -32,6 +32,16 @@ def test_trainer_option_writes_the_average_of_the_last_n(tiny_run):
   assert os.path.exists(path + ".index")
   record = json.load(open(path + ".json"))
   assert record == {"n": 3, "checkpoints": [f"ckpt-{s}" for s in last3], "steps": last3}
+  assert averaging.averaged_steps(path) == last3  # The reader beside the writer.
+
+
+def test_averaged_steps_refuses_a_missing_or_foreign_json_by_name(tmp_path):
+  prefix = str(tmp_path / "ckpt-5")
+  with pytest.raises(run_dir.RunDirError, match="ckpt-5.json: missing"):
+    averaging.averaged_steps(prefix)
+  (tmp_path / "ckpt-5.json").write_text('{"n": 3}')
+  with pytest.raises(run_dir.RunDirError, match="ckpt-5.json: no list of averaged steps"):
+    averaging.averaged_steps(prefix)
 
 
 def test_averaged_weights_equal_the_numpy_mean(tiny_run):
@@ -99,7 +109,7 @@ def test_training_resumes_from_its_own_checkpoint_not_the_average(tiny_run, run_
              for w in resumed.model.weights)
 
   resumed.train()
-  assert ([averaging.checkpoint_step(p) for p in resumed.manager.checkpoints][-3:]
+  assert ([checkpoint_manifest.step_of(p) for p in resumed.manager.checkpoints][-3:]
           == tiny_run.steps[-2:] + [last + every])
   assert os.path.exists(averaging.averaged_path(run_copy, last) + ".index")  # Never swept.
   path = averaging.averaged_path(run_copy, last + every)

@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from t2tlite import errors
+
 from tests.helpers import load_script
 
 choose_average = load_script("recipes/choose_average.py")
@@ -72,7 +74,7 @@ def test_each_file_at_fault_is_refused_by_name(tmp_path):
   with pytest.raises(choose_average.AverageChoiceError, match="no averaged ckpt"):
     choose_average.distinct_candidates([str(tmp_path)])
   (tmp_path / "ckpt-5.index").write_bytes(b"")
-  with pytest.raises(choose_average.AverageChoiceError, match="ckpt-5.json: missing"):
+  with pytest.raises(errors.UserError, match="ckpt-5.json: missing"):
     choose_average.distinct_candidates([str(tmp_path)])
   unfinished = write_choice(tmp_path / "u.json", "RUN/averaged/ckpt-5", [30.0], chosen=False)
   with pytest.raises(choose_average.AverageChoiceError, match="u.json: its dev grid chose no"):

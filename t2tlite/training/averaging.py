@@ -29,18 +29,10 @@ from absl import logging
 
 from t2tlite import files
 from t2tlite.progress import Progress
-from t2tlite.training import run_dir
+from t2tlite.training import checkpoint_manifest, run_dir
 
 AVERAGED_DIR = "averaged"
 AVERAGED_BEST_DIR = "averaged_best"
-
-
-def checkpoint_step(path: str) -> int:
-  """The step in a CheckpointManager prefix `.../ckpt-<step>`."""
-  try:
-    return int(path.rsplit("-", 1)[1])
-  except (IndexError, ValueError):
-    raise run_dir.RunDirError(f"{path}: not a ckpt-<step> checkpoint") from None
 
 
 def available_checkpoints(output_dir: str) -> List[str]:
@@ -51,7 +43,7 @@ def available_checkpoints(output_dir: str) -> List[str]:
   run trained without TensorFlow (npz_checkpoints.py) has no state file: its
   complete checkpoints are those with a manifest.
   """
-  from t2tlite.training import checkpoint_manifest, npz_checkpoints
+  from t2tlite.training import npz_checkpoints
   if not os.path.exists(os.path.join(output_dir, "checkpoint")):
     paths = [p for p in checkpoint_manifest.list_checkpoints(output_dir)
              if npz_checkpoints.is_npz(p) and checkpoint_manifest.read_manifest(p)]
@@ -61,8 +53,8 @@ def available_checkpoints(output_dir: str) -> List[str]:
     paths = list(state.all_model_checkpoint_paths) if state else []
     paths = [p for p in paths if os.path.exists(p + ".index")]
   # ckpt-0 is the untrained start (saved so a run killed early resumes): never averaged.
-  paths = [p for p in paths if checkpoint_step(p) > 0]
-  return sorted(set(paths), key=checkpoint_step)
+  paths = [p for p in paths if checkpoint_manifest.step_of(p) > 0]
+  return sorted(set(paths), key=checkpoint_manifest.step_of)
 
 
 def averaged_path(output_dir: str, step: int, best: bool = False) -> str:
@@ -79,7 +71,7 @@ def _best_checkpoints(output_dir: str, n: int) -> Tuple[List[str], dict]:
     raise run_dir.RunDirError(f"--output_dir={output_dir}: no best checkpoints in "
                               f"{keep_best.best_dir(output_dir)}; train with --keep_best=METRIC "
                               "--average_best_n=N to keep them")
-  kept.sort(key=lambda pair: checkpoint_step(pair[0]))
+  kept.sort(key=lambda pair: checkpoint_manifest.step_of(pair[0]))
   return [p for p, _ in kept], {"metric": metric, "values": [v for _, v in kept]}
 
 
@@ -119,13 +111,12 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
   if len(paths) < n:
     logging.warning("%s holds %d %scheckpoints, fewer than n=%d: averaging all of them",
                     output_dir, len(paths), "best " if best else "", n)
-  from t2tlite.training import checkpoint_manifest
   for path in paths:  # A damaged checkpoint must not slip into the mean.
     status, why = checkpoint_manifest.verify(path)
     if status == "bad":
       raise checkpoint_manifest.CheckpointError(f"{path}: damaged checkpoint ({why}); the "
                                                 "trainer's next start moves it aside")
-  target = averaged_path(output_dir, checkpoint_step(paths[-1]), best=best)
+  target = averaged_path(output_dir, checkpoint_manifest.step_of(paths[-1]), best=best)
   if checkpoint_manifest.checkpoint_files(target) and not overwrite:
     if keep_existing:
       logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", target)
@@ -157,12 +148,28 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
   _write_json(target + ".json", {
       "n": n,
       "checkpoints": [os.path.relpath(p, output_dir) for p in paths],
-      "steps": [checkpoint_step(p) for p in paths],
+      "steps": [checkpoint_manifest.step_of(p) for p in paths],
       **selection,
   })
   logging.info("averaged %d %scheckpoints (steps %s) into %s", len(paths), "best " if best else "",
-               ", ".join(str(checkpoint_step(p)) for p in paths), target)
+               ", ".join(str(checkpoint_manifest.step_of(p)) for p in paths), target)
   return target
+
+
+def averaged_steps(prefix: str) -> List[int]:
+  """The steps the average at `prefix` holds, from the json average_checkpoints wrote beside it.
+
+  Two averages of the same steps are the same model, so a caller comparing
+  averages (the recipes' dev choice) asks this rather than the prefixes.
+  """
+  path = prefix + ".json"
+  try:
+    with open(path, encoding="utf-8") as f:
+      return [int(step) for step in json.load(f)["steps"]]
+  except FileNotFoundError:
+    raise run_dir.RunDirError(f"{path}: missing; was {prefix} written by averaging?") from None
+  except (ValueError, KeyError, TypeError) as e:
+    raise run_dir.RunDirError(f"{path}: no list of averaged steps ({e})") from None
 
 
 def _write_json(path: str, value: dict) -> None:
