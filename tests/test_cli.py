@@ -96,16 +96,17 @@ def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   import tensorflow as tf
-  killed_at = int(tf.train.latest_checkpoint(out).rsplit("-", 1)[1])
+  # The newest checkpoint whose index TensorFlow wrote (its last file), read from the files, not
+  # from the state file: that is updated after them, so a kill between the two leaves it one
+  # save behind, and the resume rightly takes the newer checkpoint.
+  killed_at = max(int(m.group(1)) for m in map(re.compile(r"ckpt-(\d+)\.index").fullmatch,
+                                               os.listdir(out)) if m)
   assert 10 <= killed_at < 60
   resumed = subprocess.run(args, capture_output=True, text=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  resumed_at = int(re.search(r"resuming at step (\d+)", resumed.stderr).group(1))
-  # The state file is updated after a checkpoint's files: a kill between the two leaves a newer
-  # checkpoint that loads, and the resume takes it (recording its manifest), one save later.
-  assert resumed_at in (killed_at, killed_at + 5)
+  assert f"resuming at step {killed_at}" in resumed.stderr
   first_line = re.search(r"step (\d+)/60 \|", resumed.stderr)
-  assert int(first_line.group(1)) == (resumed_at // 5 + 1) * 5  # Logging continues after it.
+  assert int(first_line.group(1)) == (killed_at // 5 + 1) * 5  # Logging continues after it.
   assert tf.train.latest_checkpoint(out).endswith("ckpt-60")
 
 
