@@ -16,6 +16,14 @@ reads standard input line by line and writes each decode (the line
 t2t-decoder would write to a file) as soon as it is ready, until end of input.
 An empty line gives an empty line; a line that is not UTF-8 gives an empty
 line and a one-line error on stderr, and decoding goes on.
+
+  t2t-decoder --problem=multi30k_ende --data_dir=data --output_dir=runs/a,runs/b \
+      --checkpoint_path=runs/a/averaged/ckpt-5000,runs/b/averaged/ckpt-5100 \
+      --decode_split=dev --decode_to_file=dev.ensemble.de
+
+decodes with several runs as one ensemble (each next token scored by the mean of
+the members' distributions, t2tlite/decoding/ensemble.py); --checkpoint_path is
+then empty (each run's newest) or one checkpoint per run, in the same order.
 """
 
 import json
@@ -29,8 +37,11 @@ from t2tlite.progress import Progress
 
 FLAGS = flags.FLAGS
 cli.define_registry_flags()
-flags.DEFINE_string("output_dir", None, "The training run to decode with.")
-flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the latest).")
+flags.DEFINE_string("output_dir", None, "The training run to decode with; several, "
+                    "comma-separated, decode as an ensemble (the mean of their next-token "
+                    "distributions; they must share --data_dir's vocabulary).")
+flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the latest); "
+                    "with several runs, one per run, comma-separated, in --output_dir's order.")
 flags.DEFINE_string("decode_hparams", "", 'e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 flags.DEFINE_string("decode_from_file", None, "Source lines to decode ('-': standard input, "
                     "decodes to standard output unless --decode_to_file).")
@@ -129,6 +140,8 @@ def _inputs(problem, output_dir):
     target = FLAGS.decode_to_file or f"{FLAGS.decode_from_file}.decodes"
     return sources, references, target
   sources, references = problem.eval_text(FLAGS.decode_split, FLAGS.data_dir)
+  if not FLAGS.decode_to_file and "," in output_dir:  # No run's directory is the ensemble's.
+    raise cli.UsageError(f"--output_dir={output_dir} names several runs: pass --decode_to_file")
   target = FLAGS.decode_to_file or os.path.join(
       output_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
   return sources, references, target

@@ -2,7 +2,7 @@ r"""Chooses on dev which checkpoint average a run decodes test with: the last N,
 
   python recipes/choose_average.py candidates OUT/train/averaged OUT/train/averaged_best
   # prints each directory's newest average, one per line, skipping an average of the
-  # same steps as one already printed
+  # same steps as one already printed (an ensemble's: OUT/train.1/averaged,OUT/train.2/averaged)
   python recipes/choose_average.py pick OUT/dev_choice.averaged.ckpt-8326.json \
       OUT/dev_choice.averaged_best.ckpt-5400.json --output_json=OUT/average_choice.json
   # prints two lines: the chosen checkpoint, then its decoding settings for t2t-decoder
@@ -44,13 +44,18 @@ def newest_average(directory: str) -> str:
 
 
 def distinct_candidates(directories: Sequence[str]) -> List[str]:
-  """Each directory's newest average, in order, without repeating an average of the same steps."""
+  """Each directory's newest average, in order, without repeating an average of the same steps.
+
+  A directory may be several, comma-separated (an ensemble's members' averages of one kind):
+  its candidate is their newest averages, comma-separated, as t2t-decoder's --checkpoint_path
+  takes them; it repeats another when every member's average does.
+  """
   chosen, seen = [], []
   for directory in directories:
-    prefix = newest_average(directory)
-    steps = averaging.averaged_steps(prefix)
+    prefixes = [newest_average(member) for member in directory.split(",")]
+    steps = [averaging.averaged_steps(prefix) for prefix in prefixes]
     if steps not in seen:
-      chosen.append(prefix)
+      chosen.append(",".join(prefixes))
       seen.append(steps)
   return chosen
 

@@ -29,6 +29,11 @@
 # sentences. PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
 # score in lowercase, as Multi30k's published systems; the sacreBLEU of test_2016.bleu.json is
 # then against the cased reference, so read its lowercased BLEU).
+# ENSEMBLE=N (default 1) trains N models at once, seeds 1..N, each pinned to one core
+# (OUT_DIR/train.1, ...; their logs on stderr, each line prefixed), and decodes with all of
+# them as one ensemble (t2t-decoder with several runs: the mean of their next-token
+# distributions): the candidates dev chooses between are then the members' last N, and their
+# best N, decoded together.
 # BACKEND=jax trains under JAX (t2t-trainer --backend=jax; dev is not decoded during training,
 # so no dev BLEU curve); averaging, decoding and scoring are the same TensorFlow commands.
 set -euo pipefail
@@ -44,11 +49,23 @@ SAVE=${SAVE_STEPS:-500}
 AVG=${AVERAGE_LAST_N:-3}
 BEST_N=${AVERAGE_BEST_N:-0}
 BEST_FLAGS=()
-AVG_DIRS=("$OUT/train/averaged")  # The paper's first: it wins a tie on dev.
+MEMBERS=${ENSEMBLE:-1}
+TRAIN_DIRS=("$OUT/train")
+if [ "$MEMBERS" != 1 ]; then
+  TRAIN_DIRS=()
+  for ((i = 1; i <= MEMBERS; i++)); do TRAIN_DIRS+=("$OUT/train.$i"); done
+fi
+RUNS=$(IFS=,; echo "${TRAIN_DIRS[*]}")  # t2t-decoder decodes several runs as one ensemble.
+# Each candidate average: one directory per member, comma-separated (one for a single model).
+AVG_KINDS=(averaged)  # The paper's first: it wins a tie on dev.
 if [ "$BEST_N" != 0 ]; then
   BEST_FLAGS=(--keep_best="${AVERAGE_BEST_BY:-perplexity}" --average_best_n="$BEST_N")
-  AVG_DIRS+=("$OUT/train/averaged_best")
+  AVG_KINDS+=(averaged_best)
 fi
+AVG_DIRS=()
+for KIND in "${AVG_KINDS[@]}"; do
+  AVG_DIRS+=("$(IFS=,; echo "${TRAIN_DIRS[*]/%//$KIND}")")
+done
 PROBLEM=multi30k_en${LANG_TGT}
 HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
 # The fastest dtype of this CPU: mixed_bfloat16 where it has bfloat16 units (AVX512-BF16 or
@@ -59,20 +76,35 @@ DTYPE=${DTYPE:-$(bash "$(dirname "$0")/cpu_dtype.sh")}
 
 t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW" \
   --problem_options="${PROBLEM_OPTIONS:-}"
-t2t-trainer --backend="${BACKEND:-tensorflow}" \
-  --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
-  --data_dir="$OUT/data" --output_dir="$OUT/train" --train_steps="$STEPS" \
-  --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
-  --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG" \
-  ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"}
+train() {  # train RUN_DIR SEED
+  t2t-trainer --backend="${BACKEND:-tensorflow}" \
+    --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
+    --data_dir="$OUT/data" --output_dir="$1" --random_seed="$2" --train_steps="$STEPS" \
+    --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
+    --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG" \
+    ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"}
+}
+if [ "$MEMBERS" = 1 ]; then
+  train "$OUT/train" 1
+else  # One core each, round robin over the cores this process may use; all at once.
+  CORES=($(${PYTHON:-python} -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))
+  PIDS=()
+  for i in "${!TRAIN_DIRS[@]}"; do
+    (taskset -pc "${CORES[$((i % ${#CORES[@]}))]}" $BASHPID > /dev/null
+     train "${TRAIN_DIRS[$i]}" $((i + 1)) 2> >(sed -u "s/^/[train.$((i + 1))] /" >&2)) &
+    PIDS+=($!)
+  done
+  for PID in "${PIDS[@]}"; do wait "$PID"; done  # set -e: a member that failed fails the recipe.
+fi
 CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
   "${AVG_DIRS[@]}")
 readarray -t CANDIDATES <<< "$CANDIDATES"
 CHOICES=()
 for CANDIDATE in "${CANDIDATES[@]}"; do
-  CHOICE=$OUT/dev_choice.$(basename "$(dirname "$CANDIDATE")").$(basename "$CANDIDATE").json
+  FIRST=${CANDIDATE%%,*}  # An ensemble's candidate is named after its first member's average.
+  CHOICE=$OUT/dev_choice.$(basename "$(dirname "$FIRST")").$(basename "$FIRST").json
   ${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
-    --data_dir="$OUT/data" --output_dir="$OUT/train" --checkpoint_path="$CANDIDATE" \
+    --data_dir="$OUT/data" --output_dir="$RUNS" --checkpoint_path="$CANDIDATE" \
     --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
     --decode_hparams=extra_length=50 --lines="${DEV_LINES:-0}" \
     --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" --output_json="$CHOICE" > /dev/null
@@ -92,12 +124,14 @@ else
   SOURCE=(--decode_split=test)
   REFERENCE=$RAW/test_2016_flickr.$LANG_TGT.gz
 fi
-t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$OUT/train" \
+t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$RUNS" \
   --checkpoint_path="$CHECKPOINT" "${SOURCE[@]}" \
   --decode_to_file="$OUT/test_2016.$LANG_TGT" --overwrite --decode_hparams="$DECODE"
 t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$REFERENCE" \
   --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"
-t2t-plot-curves --output_dir="$PROBLEM=$OUT/train" --png="$OUT/curves.png" --csv --overwrite \
+CURVES=()
+for DIR in "${TRAIN_DIRS[@]}"; do CURVES+=("$PROBLEM$([ "$MEMBERS" = 1 ] || echo ".${DIR##*.}")=$DIR"); done
+t2t-plot-curves --output_dir="$(IFS=,; echo "${CURVES[*]}")" --png="$OUT/curves.png" --csv --overwrite \
   --title="$HPARAMS_SET, $PROBLEM"
 exit
 }

@@ -53,6 +53,21 @@ def test_an_average_of_steps_already_listed_is_a_candidate_once(tmp_path):
   assert choose_average.distinct_candidates(dirs) == [last, best]
 
 
+def test_an_ensembles_candidate_is_every_members_newest_average_of_one_kind(tmp_path):
+  """Comma-separated directories (the members' averages of one kind) give one candidate, their
+  newest averages comma-separated; it repeats another only when every member's does."""
+  last = [write_average(tmp_path / f"train.{i}" / "averaged", 1200 + i, [1000 + i, 1200 + i])
+          for i in (1, 2)]
+  best_1 = write_average(tmp_path / "train.1" / "averaged_best", 1201, [1001, 1201])  # As its last.
+  best_2 = write_average(tmp_path / "train.2" / "averaged_best", 1202, [900, 1100])
+  kinds = [",".join(str(tmp_path / f"train.{i}" / kind) for i in (1, 2))
+           for kind in ("averaged", "averaged_best")]
+  assert choose_average.distinct_candidates(kinds) == [",".join(last),
+                                                       ",".join([best_1, best_2])]
+  write_average(tmp_path / "train.2" / "averaged_best", 1203, [1002, 1202])  # Now both repeat.
+  assert choose_average.distinct_candidates(kinds) == [",".join(last)]
+
+
 def test_the_highest_dev_score_wins_and_a_tie_goes_to_the_first_listed(tmp_path, capsys):
   last = write_choice(tmp_path / "last.json", "RUN/averaged/ckpt-1200", [40.1, 41.7, 41.2])
   best = write_choice(tmp_path / "best.json", "RUN/averaged_best/ckpt-900", [40.9, 41.9])

@@ -149,6 +149,35 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
       expected.attention_dropout, expected.relu_dropout)
 
 
+def test_multi30k_recipe_ensemble_smoke(tmp_path, shared_dir):
+  """ENSEMBLE=2: two members trained at once with seeds 1 and 2, one core each, their averages
+  chosen on dev and test decoded with both as one ensemble."""
+  raw = os.path.join(shared_dir, "data", "multi30k")
+  out = str(tmp_path / "run")
+  proc = run_recipe("multi30k_ende.sh", out, raw, cwd=str(tmp_path), ENSEMBLE="2")
+  members = [os.path.join(out, f"train.{i}") for i in (1, 2)]
+  assert not os.path.exists(os.path.join(out, "train"))
+  seeds = [json.load(open(os.path.join(m, "run.json")))["random_seed"] for m in members]
+  assert seeds == [1, 2]
+  for i, member in enumerate(members, 1):
+    assert os.path.exists(os.path.join(member, "averaged", "ckpt-4.index"))
+    assert any(line.startswith(f"[train.{i}] ") and "step 4/4" in line
+               for line in proc.stderr.splitlines())  # Each member's log, prefixed.
+  ensemble = ",".join(os.path.join(m, "averaged", "ckpt-4") for m in members)
+  choice = json.load(open(os.path.join(out, "dev_choice.averaged.ckpt-4.json")))
+  assert choice["key"]["checkpoint"] == ensemble
+  check_grid(choice)
+  picked = json.load(open(os.path.join(out, "average_choice.json")))
+  assert picked["chosen"] == ensemble
+  test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
+  assert len(test_decode) == 1 and f"with {ensemble} (" in test_decode[0]
+  references = read_lines(os.path.join(raw, "test_2016_flickr.de.gz"))[:6]
+  check_scores(os.path.join(out, "test_2016.bleu.json"), os.path.join(out, "test_2016.de"),
+               references, "de", lowercased=True)
+  for i in (1, 2):  # Each member's curves, named after it.
+    assert csv_steps(os.path.join(out, f"curves.multi30k_ende.{i}.train.loss.csv"))[-1] == 4
+
+
 @pytest.mark.slow
 def test_wmt_toy_recipe_smoke(tmp_path, shared_dir):
   wmt = os.path.join(shared_dir, "data", "wmt")

@@ -4,6 +4,7 @@ Both commands decode (or export) the same thing: the model rebuilt from the
 run's hparams.json, a checkpoint (the newest that verifies, or the one named),
 the problem's encoders from --data_dir (checked to be the ones the run was
 trained on), and the decode hparams: the problem's defaults under the user's.
+t2t-decoder (and recipes/choose_decode.py) also load several runs as one ensemble.
 """
 
 from typing import Optional, Tuple
@@ -14,10 +15,45 @@ from t2tlite.errors import UserError
 def load_pipeline(output_dir: str, problem, data_dir: Optional[str], decode_hparams: str = "",
                   checkpoint_path: Optional[str] = None, hparams_overrides: str = "",
                   hparams_set: Optional[str] = None) -> Tuple[object, str]:
-  """(DecodePipeline, checkpoint path) of the run in `output_dir`; one-line errors."""
+  """(DecodePipeline, checkpoint path) of the run in `output_dir`; one-line errors.
+
+  `output_dir` may name several runs, comma-separated: they decode as one ensemble
+  (decoding/ensemble.py), each checked against --data_dir's vocabulary; then
+  `checkpoint_path` is empty (each run's newest) or names one checkpoint per run, in
+  the same order, and the returned path lists the checkpoints loaded, comma-separated.
+  """
   from t2tlite import xla_choice
   from t2tlite.decoding.decode_hparams import DecodeHParams
+  from t2tlite.decoding.ensemble import Ensemble
   from t2tlite.decoding.pipeline import DecodePipeline
+
+  runs = split_runs(output_dir)
+  checkpoint_paths = [None] * len(runs)
+  if checkpoint_path:
+    checkpoint_paths = checkpoint_path.split(",")
+    if len(checkpoint_paths) != len(runs):
+      raise UserError(f"--checkpoint_path names {len(checkpoint_paths)} checkpoint(s) for "
+                      f"{len(runs)} run(s) in --output_dir: one per run, in the same order")
+  hp = DecodeHParams().override(problem.default_decode_hparams).override(decode_hparams)
+  xla_choice.request_backend_level(hp.xla_opt_level)  # Before anything in this process compiles.
+  loaded = [_load_run(run, problem, data_dir, path, hparams_overrides, hparams_set)
+            for run, path in zip(runs, checkpoint_paths)]
+  models = [model for model, _ in loaded]
+  model = models[0] if len(models) == 1 else Ensemble(models)
+  return DecodePipeline(problem, model, hp, data_dir), ",".join(path for _, path in loaded)
+
+
+def split_runs(output_dir: str):
+  """The run directories of --output_dir: one, or several comma-separated (an ensemble)."""
+  runs = output_dir.split(",")
+  if not all(runs):
+    raise UserError(f"--output_dir={output_dir}: an empty run directory in the list")
+  return runs
+
+
+def _load_run(output_dir: str, problem, data_dir, checkpoint_path, hparams_overrides,
+              hparams_set):
+  """(model, checkpoint path) of one run, checked against the data it will decode."""
   from t2tlite.training import run_dir, run_identity
 
   run_info = run_dir.load_run_info(output_dir)
@@ -25,9 +61,6 @@ def load_pipeline(output_dir: str, problem, data_dir: Optional[str], decode_hpar
   saved = run_info.get("hparams_set")
   if hparams_set and saved and hparams_set != saved:
     raise UserError(f"--hparams_set={hparams_set} but {output_dir} was trained with {saved}")
-  hp = DecodeHParams().override(problem.default_decode_hparams).override(decode_hparams)
   # The ids the model was trained on must mean the same words here.
   run_identity.check_data(output_dir, run_info, hparams, problem, data_dir)
-  xla_choice.request_backend_level(hp.xla_opt_level)  # Before anything in this process compiles.
-  model, checkpoint = run_dir.load_model(output_dir, checkpoint_path, hparams_overrides)
-  return DecodePipeline(problem, model, hp, data_dir), checkpoint
+  return run_dir.load_model(output_dir, checkpoint_path, hparams_overrides)
