@@ -123,8 +123,10 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--problem", required=True)
   parser.add_argument("--data_dir", default=None, help="The datagen output (problems with files).")
-  parser.add_argument("--output_dir", required=True, help="The training run.")
-  parser.add_argument("--checkpoint_path", default=None, help="Default: the run's latest.")
+  parser.add_argument("--output_dir", required=True,
+                      help="The training run; several, comma-separated: one ensemble.")
+  parser.add_argument("--checkpoint_path", default=None,
+                      help="Default: the run's latest (with several runs: one per run).")
   parser.add_argument("--split", default="dev", help="Never test.")
   parser.add_argument("--beam_sizes", type=number_list(int), default=[4])
   parser.add_argument("--alphas", type=number_list(float), default=[0.6])
