@@ -76,25 +76,37 @@ DTYPE=${DTYPE:-$(bash "$(dirname "$0")/cpu_dtype.sh")}
 
 t2t-datagen --problem=$PROBLEM --data_dir="$OUT/data" --tmp_dir="$RAW" \
   --problem_options="${PROBLEM_OPTIONS:-}"
-train() {  # train RUN_DIR SEED
-  t2t-trainer --backend="${BACKEND:-tensorflow}" \
-    --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" \
-    --data_dir="$OUT/data" --output_dir="$1" --random_seed="$2" --train_steps="$STEPS" \
-    --train_seconds=$((MINUTES * 60)) --save_checkpoints_steps="$SAVE" --eval_every="$SAVE" \
-    --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20 --average_last_n="$AVG" \
-    ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"}
+trainer_flags() {  # trainer_flags RUN_DIR SEED: t2t-trainer's flags for one run, in FLAGS.
+  FLAGS=(--backend="${BACKEND:-tensorflow}" --problem=$PROBLEM --hparams_set="$HPARAMS_SET"
+    --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" --data_dir="$OUT/data" --output_dir="$1"
+    --random_seed="$2" --train_steps="$STEPS" --train_seconds=$((MINUTES * 60))
+    --save_checkpoints_steps="$SAVE" --eval_every="$SAVE"
+    --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20
+    --average_last_n="$AVG" ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"})
 }
 if [ "$MEMBERS" = 1 ]; then
-  train "$OUT/train" 1
+  trainer_flags "$OUT/train" 1
+  t2t-trainer "${FLAGS[@]}"
 else  # One core each, round robin over the cores this process may use; all at once.
   CORES=($(${PYTHON:-python} -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))
   PIDS=()
+  # Each member is its own process group (setsid), so that one failing, or the recipe
+  # stopped, stops every member: none trains on alone.
+  trap 'for PID in "${PIDS[@]}"; do kill -- -"$PID" 2> /dev/null || true; done' EXIT
   for i in "${!TRAIN_DIRS[@]}"; do
-    (taskset -pc "${CORES[$((i % ${#CORES[@]}))]}" $BASHPID > /dev/null
-     train "${TRAIN_DIRS[$i]}" $((i + 1)) 2> >(sed -u "s/^/[train.$((i + 1))] /" >&2)) &
+    trainer_flags "${TRAIN_DIRS[$i]}" $((i + 1))
+    setsid taskset -c "${CORES[$((i % ${#CORES[@]}))]}" t2t-trainer "${FLAGS[@]}" \
+      2> >(sed -u "s/^/[train.$((i + 1))] /" >&2) &
     PIDS+=($!)
   done
-  for PID in "${PIDS[@]}"; do wait "$PID"; done  # set -e: a member that failed fails the recipe.
+  RUNNING=("${PIDS[@]}")
+  while [ ${#RUNNING[@]} != 0 ]; do  # The first member to fail fails the recipe (set -e).
+    wait -n -p DONE "${RUNNING[@]}"
+    LEFT=()
+    for PID in "${RUNNING[@]}"; do [ "$PID" = "$DONE" ] || LEFT+=("$PID"); done
+    RUNNING=(${LEFT[@]+"${LEFT[@]}"})
+  done
+  trap - EXIT
 fi
 CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
   "${AVG_DIRS[@]}")

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import sacrebleu
@@ -176,6 +177,33 @@ def test_multi30k_recipe_ensemble_smoke(tmp_path, shared_dir):
                references, "de", lowercased=True)
   for i in (1, 2):  # Each member's curves, named after it.
     assert csv_steps(os.path.join(out, f"curves.multi30k_ende.{i}.train.loss.csv"))[-1] == 4
+
+
+def test_multi30k_recipe_ensemble_stops_every_member_when_one_fails(tmp_path, shared_dir):
+  """A member that cannot train (its run directory is a file) fails the recipe at once, and
+  the other member, which had hours to train, is stopped with it: none trains on alone."""
+  raw = os.path.join(shared_dir, "data", "multi30k")
+  out = tmp_path / "run"
+  out.mkdir()
+  (out / "train.2").write_text("not a run directory\n")
+  bin_dir = os.path.dirname(sys.executable)
+  env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="3", **dict(SMOKE_ENV, TRAIN_STEPS="100000", ENSEMBLE="2",
+                                                TRAIN_MINUTES="30"))
+  proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "multi30k_ende.sh"), str(out),
+                         raw], cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode != 0
+  assert any(line.startswith("[train.2] ") and "train.2" in line and "error" in line.lower()
+             for line in proc.stderr.splitlines()), proc.stderr[-2000:]
+  for _ in range(60):  # Stopped (SIGTERM: a trainer may save a checkpoint on its way out).
+    survivors = subprocess.run(["pgrep", "-f", f"{out}/train.1"], capture_output=True,
+                               text=True).stdout
+    if not survivors:
+      break
+    time.sleep(1)
+  assert survivors == ""
+  assert (out / "train.2").read_text() == "not a run directory\n"
 
 
 @pytest.mark.slow
