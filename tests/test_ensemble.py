@@ -151,3 +151,6 @@ def test_ensemble_flags_refuse_what_they_cannot_do(tiny_run, tmp_path):
   one_line_error(run("t2t-decoder", *args, check=False), "names several runs",
                  "--decode_to_file")
   one_line_error(run("t2t-exporter", *args, check=False), "exports one run")
+  one_line_error(run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out},",
+                     f"--decode_from_file={sources}", f"--decode_to_file={tmp_path}/x",
+                     check=False), "an empty run directory in the list")
