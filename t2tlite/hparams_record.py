@@ -60,6 +60,7 @@ class HParams:
   learning_rate_schedule: str = "noam"  # "noam": d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); "constant".
   learning_rate_constant: float = 1.0  # Multiplies the schedule (t2t v3 uses 2.0); the rate itself for "constant".
   learning_rate_warmup_steps: int = 4000  # Noam warmup steps.
+  learning_rate_decay_steps: int = 0  # t2t's linear_decay: the rate falls linearly to 0 over the last this-many updates before --train_steps; 0 = off (the paper's schedule).
   adam_beta1: float = 0.9  # Adam beta_1.
   adam_beta2: float = 0.98  # Adam beta_2.
   adam_epsilon: float = 1e-9  # Adam epsilon.
@@ -97,6 +98,7 @@ class HParams:
       if getattr(self, name) < (0 if name.startswith("num_") and "layers" in name else 1):
         _fail(f"{name}={getattr(self, name)} must be positive")
     for name in ("d_k", "d_v", "max_length", "packed_length", "learning_rate_warmup_steps",
+                 "learning_rate_decay_steps",
                  "input_vocab_size", "target_vocab_size", "clip_grad_norm"):
       if getattr(self, name) < 0:
         _fail(f"{name}={getattr(self, name)} must be >= 0")

@@ -70,3 +70,40 @@ def test_adam_update_is_the_paper_s_adam_step_by_step(compiled):
     np.testing.assert_allclose(weights[i].numpy(), w, rtol=1e-5, atol=1e-6)
     assert np.abs(w - w0).max() > 0.01  # The updates moved the weights.
   assert int(opt.iterations.numpy()) == 5
+
+
+@pytest.mark.parametrize("step", [1, 500, 999, 1000, 1001, 1500, 1999, 2000, 2500])
+def test_linear_decay_is_tensor2tensor_s_factor(step):
+  """t2t's linear_decay: min(1, max(0, (train_steps - step) / decay_steps)) times the Noam rate."""
+  schedule = optimization.LinearDecaySchedule(optimization.NoamSchedule(256, 100, 2.0),
+                                              decay_steps=1000, train_steps=2000)
+  factor = min(1.0, max(0.0, (2000 - step) / 1000))
+  np.testing.assert_allclose(float(schedule(step - 1)),
+                             2.0 * paper_lrate(step, 256, 100) * factor, rtol=1e-6, atol=1e-12)
+
+
+def test_linear_decay_reaches_zero_at_train_steps_and_round_trips_its_config():
+  rates = [float(optimization.LinearDecaySchedule(0.01, 4, 10)(i)) for i in range(12)]
+  # Updates 1-6 at the full rate, then 3/4, 2/4, 1/4 of it, 0 at update 10 and after.
+  np.testing.assert_allclose(rates, [0.01] * 6 + [0.0075, 0.005, 0.0025, 0, 0, 0], atol=1e-9)
+  for base in (0.01, optimization.NoamSchedule(256, 100, 2.0)):
+    schedule = optimization.LinearDecaySchedule(base, 4, 10)
+    again = optimization.LinearDecaySchedule.from_config(schedule.get_config())
+    assert [float(again(i)) for i in range(12)] == [float(schedule(i)) for i in range(12)]
+
+
+def test_make_optimizer_decays_to_train_steps_only_when_asked():
+  hp = registry.hparams("transformer_multi30k")
+  assert isinstance(optimization.make_optimizer(hp, 5000)._learning_rate,
+                    optimization.NoamSchedule)  # Off by default: the paper's schedule.
+  decayed = optimization.make_optimizer(hp.replace(learning_rate_decay_steps=2000), 5000)
+  rate = decayed._learning_rate
+  noam = optimization.NoamSchedule(hp.d_model, hp.learning_rate_warmup_steps,
+                                   hp.learning_rate_constant)
+  assert float(rate(2999)) == pytest.approx(float(noam(2999)))  # Step 3000: decay starts.
+  assert float(rate(3999)) == pytest.approx(0.5 * float(noam(3999)))
+  assert float(rate(4999)) == 0.0
+  with pytest.raises(ValueError, match="learning_rate_decay_steps=2000 needs --train_steps"):
+    optimization.make_optimizer(hp.replace(learning_rate_decay_steps=2000))
+  with pytest.raises(ValueError, match="learning_rate_decay_steps=-1 must be >= 0"):
+    hp.replace(learning_rate_decay_steps=-1)

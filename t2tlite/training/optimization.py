@@ -5,12 +5,18 @@ with step counted from 1 (the optimizer's `iterations` counts from 0, so the
 first update uses step 1; step 0 would be 0 / infinity). `iterations` counts
 optimizer updates, so with gradient accumulation the schedule advances once
 per N micro-batches, as it would with one N-times-larger batch.
+An option the paper lacks: `learning_rate_decay_steps` multiplies the schedule by
+tensor2tensor's `linear_decay` factor, min(1, max(0, (train_steps - step) / decay_steps)),
+so the rate falls linearly to zero over the run's last decay_steps updates (a run bounded
+by steps or by a known step budget; 0, the default, keeps the paper's schedule).
 Written in keras.ops, every Keras backend; under TensorFlow only, the Adam update
 is TensorFlow's fused kernel (imported there, where it is loaded already).
 """
 
 import keras
 from keras import ops
+
+from t2tlite.errors import UserError
 
 
 @keras.saving.register_keras_serializable(package="t2tlite")
@@ -33,12 +39,54 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "constant": self.constant}
 
 
-def learning_rate_schedule(hparams):
-  """The schedule the hparams name (`learning_rate_schedule`)."""
+@keras.saving.register_keras_serializable(package="t2tlite")
+class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
+  """`base` times tensor2tensor's linear_decay factor: 1 until `decay_steps` updates before
+  `train_steps`, then linearly down to 0 at `train_steps` (t2t's learning_rate.py).
+
+  A fixed step budget is spent better ending at a rate near zero than at the rsqrt
+  decay's 1/sqrt(train_steps / warmup) of the peak; the base keeps its warmup.
+  `base` is a schedule or a float (the "constant" schedule).
+  """
+
+  def __init__(self, base, decay_steps, train_steps):
+    self.base = base
+    self.decay_steps = decay_steps
+    self.train_steps = train_steps
+
+  def __call__(self, iterations):
+    step = ops.cast(iterations, "float32") + 1.0  # As NoamSchedule: the first update is step 1.
+    factor = ops.clip((float(self.train_steps) - step) / float(self.decay_steps), 0.0, 1.0)
+    base = self.base(iterations) if callable(self.base) else self.base
+    return base * factor
+
+  def get_config(self):
+    base = (keras.optimizers.schedules.serialize(self.base) if callable(self.base)
+            else self.base)
+    return {"base": base, "decay_steps": self.decay_steps, "train_steps": self.train_steps}
+
+  @classmethod
+  def from_config(cls, config):
+    base = config["base"]
+    if isinstance(base, dict):
+      base = keras.optimizers.schedules.deserialize(base)
+    return cls(base, config["decay_steps"], config["train_steps"])
+
+
+def learning_rate_schedule(hparams, train_steps=None):
+  """The schedule the hparams name (`learning_rate_schedule`), with the linear decay to
+  `train_steps` (the run's last update) when `learning_rate_decay_steps` asks for it."""
   if hparams.learning_rate_schedule == "noam":
-    return NoamSchedule(hparams.d_model, hparams.learning_rate_warmup_steps,
-                        hparams.learning_rate_constant)
-  return hparams.learning_rate_constant
+    schedule = NoamSchedule(hparams.d_model, hparams.learning_rate_warmup_steps,
+                            hparams.learning_rate_constant)
+  else:
+    schedule = hparams.learning_rate_constant
+  if not hparams.learning_rate_decay_steps:
+    return schedule
+  if not train_steps:
+    raise UserError(f"learning_rate_decay_steps={hparams.learning_rate_decay_steps} needs "
+                    "--train_steps, the step its linear decay ends at")
+  return LinearDecaySchedule(schedule, hparams.learning_rate_decay_steps, train_steps)
 
 
 class PreReducedAdam(keras.optimizers.Adam):
@@ -81,8 +129,10 @@ class PreReducedAdam(keras.optimizers.Adam):
         grad=ops.cast(gradient, dtype), use_locking=False)
 
 
-def make_optimizer(hparams):
+def make_optimizer(hparams, train_steps=None):
   """Adam with the paper's beta_1, beta_2 and epsilon, driven by the schedule.
+
+  `train_steps` (the run's last update) ends the linear decay, when hparams ask for one.
 
   With dtype=mixed_float16 it is wrapped in Keras's dynamic LossScaleOptimizer
   (float16 gradients underflow without it): the loss is multiplied by a scale
@@ -90,7 +140,7 @@ def make_optimizer(hparams):
   after 2000 finite ones. bfloat16 has float32's exponent range and needs none.
   """
   adam = PreReducedAdam(
-      learning_rate=learning_rate_schedule(hparams), beta_1=hparams.adam_beta1,
+      learning_rate=learning_rate_schedule(hparams, train_steps), beta_1=hparams.adam_beta1,
       beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon)
   if hparams.dtype == "mixed_float16":
     return keras.optimizers.LossScaleOptimizer(adam)

@@ -106,7 +106,7 @@ class Trainer:
 
     with self._scope():
       self.model = registry.model(model_name)(self.hparams)
-      self.optimizer = make_optimizer(self.hparams)
+      self.optimizer = make_optimizer(self.hparams, options.train_steps)
       self.optimizer.build(self.model.trainable_variables)
     longest = self.hparams.longest_training_side
     dropped = problem.count_longer_than(data_dir, "train", longest)
@@ -365,6 +365,12 @@ class Trainer:
                  type(self.model).__name__, self.problem.name, self.model.count_params(),
                  step, opts.train_steps, hp.dtype, self._compiled_with())
     logging.info("%s", self._describe_devices())
+    if hp.learning_rate_decay_steps:
+      logging.info("learning rate: linear decay to 0 from step %d to --train_steps=%d "
+                   "(learning_rate_decay_steps=%d)%s", max(opts.train_steps -
+                   hp.learning_rate_decay_steps, 0), opts.train_steps,
+                   hp.learning_rate_decay_steps,
+                   "; --train_seconds may stop the run first" if opts.train_seconds else "")
     if self.jax and opts.eval_decode:
       logging.info("--backend=jax: dev is not decoded during training (beam search runs under "
                    "TensorFlow); decode the saved checkpoints with t2t-decoder")
