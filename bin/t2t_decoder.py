@@ -140,7 +140,8 @@ def _inputs(problem, output_dir):
     target = FLAGS.decode_to_file or f"{FLAGS.decode_from_file}.decodes"
     return sources, references, target
   sources, references = problem.eval_text(FLAGS.decode_split, FLAGS.data_dir)
-  if not FLAGS.decode_to_file and "," in output_dir:  # No run's directory is the ensemble's.
+  from t2tlite.decoding.loading import split_runs
+  if not FLAGS.decode_to_file and len(split_runs(output_dir)) > 1:  # No run's is the ensemble's.
     raise cli.UsageError(f"--output_dir={output_dir} names several runs: pass --decode_to_file")
   target = FLAGS.decode_to_file or os.path.join(
       output_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")

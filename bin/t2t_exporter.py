@@ -37,11 +37,11 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing version.")
 def main(argv):
   cli.load_registry_or_exit()
   from t2tlite.decoding import export
-  from t2tlite.decoding.loading import load_pipeline
+  from t2tlite.decoding.loading import load_pipeline, split_runs
   from t2tlite.training import checkpoint_manifest, run_dir
 
   output_dir = cli.require("output_dir")
-  if "," in output_dir:  # t2t-decoder decodes several runs as an ensemble; an export holds one.
+  if len(split_runs(output_dir)) > 1:  # t2t-decoder decodes several runs as an ensemble; an export holds one.
     raise cli.UsageError(f"--output_dir={output_dir}: t2t-exporter exports one run "
                          "(t2t-decoder decodes several, comma-separated, as an ensemble)")
   problem_name = FLAGS.problem or run_dir.load_run_info(output_dir).get("problem")

@@ -27,7 +27,7 @@ def load_pipeline(output_dir: str, problem, data_dir: Optional[str], decode_hpar
   from t2tlite.decoding.ensemble import Ensemble
   from t2tlite.decoding.pipeline import DecodePipeline
 
-  runs = _split_runs(output_dir)
+  runs = split_runs(output_dir)
   checkpoint_paths = [None] * len(runs)
   if checkpoint_path:
     checkpoint_paths = checkpoint_path.split(",")
@@ -43,8 +43,10 @@ def load_pipeline(output_dir: str, problem, data_dir: Optional[str], decode_hpar
   return DecodePipeline(problem, model, hp, data_dir), ",".join(path for _, path in loaded)
 
 
-def _split_runs(output_dir: str):
-  """The run directories of --output_dir: one, or several comma-separated (an ensemble)."""
+def split_runs(output_dir: str):
+  """The run directories of --output_dir: one, or several comma-separated (an ensemble).
+
+  The one reading of the comma: t2t-decoder and t2t-exporter ask it too."""
   runs = output_dir.split(",")
   if not all(runs):
     raise UserError(f"--output_dir={output_dir}: an empty run directory in the list")
