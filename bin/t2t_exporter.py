@@ -41,7 +41,7 @@ def main(argv):
   from t2tlite.training import checkpoint_manifest, run_dir
 
   output_dir = cli.require("output_dir")
-  if len(split_runs(output_dir)) > 1:  # t2t-decoder decodes several runs as an ensemble; an export holds one.
+  if len(split_runs(output_dir)) > 1:  # t2t-decoder decodes several as an ensemble; export one.
     raise cli.UsageError(f"--output_dir={output_dir}: t2t-exporter exports one run "
                          "(t2t-decoder decodes several, comma-separated, as an ensemble)")
   problem_name = FLAGS.problem or run_dir.load_run_info(output_dir).get("problem")
