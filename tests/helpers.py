@@ -66,13 +66,15 @@ def tiny_problem():
   return problem
 
 
-def tiny_trainer(output_dir, steps, **options):
-  """A Trainer of the tiny run: same problem and hparams, so runs can resume one another."""
+def tiny_trainer(output_dir, steps, hparams_changes=None, **options):
+  """A Trainer of the tiny run: same problem and hparams (but `hparams_changes`), so runs can
+  resume one another."""
   from t2tlite import registry
   from t2tlite.decoding.dev_decoding import DevDecoding
   from t2tlite.training.options import TrainOptions
   from t2tlite.training.trainer import Trainer
-  hp = registry.hparams("transformer_tiny").replace(**TINY_RUN_HPARAMS)
+  hp = registry.hparams("transformer_tiny").replace(**dict(TINY_RUN_HPARAMS,
+                                                         **(hparams_changes or {})))
   defaults = dict(eval_every=0, eval_steps=2, log_every=10, save_checkpoints_steps=10,
                   save_checkpoints_secs=0, eval_decode_lines=8)
   opts = TrainOptions(train_steps=steps, **dict(defaults, **options))

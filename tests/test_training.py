@@ -141,13 +141,9 @@ def test_train_seconds_bounds_the_run_across_resumes(tmp_path, monkeypatch):
 def test_linear_decay_ends_at_train_steps_with_a_zero_update(tmp_path, decay_steps):
   """learning_rate_decay_steps=2 with --train_steps=12: update 11 at half the rate, update 12 at
   zero (the weights stop moving); without the decay the last update moves them."""
-  from t2tlite.training.options import TrainOptions
-  hp = registry.hparams("transformer_tiny").replace(
-      **dict(TINY_RUN_HPARAMS, learning_rate_decay_steps=decay_steps))
-  opts = TrainOptions(train_steps=12, eval_every=0, eval_steps=1, log_every=10,
-                      save_checkpoints_steps=1, save_checkpoints_secs=0, keep_checkpoint_max=3,
-                      eval_decode=False)
-  trainer = Trainer(tiny_problem(), hp, str(tmp_path / "run"), options=opts)
+  trainer = tiny_trainer(tmp_path / "run", 12, {"learning_rate_decay_steps": decay_steps},
+                         eval_steps=1, save_checkpoints_steps=1, keep_checkpoint_max=3,
+                         eval_decode=False)
   trainer.train()
   keys = [checkpoint_key(w) for w in trainer.model.trainable_weights]  # Not dropout's seed state.
   at = {step: checkpoint_values(f"{tmp_path}/run/ckpt-{step}") for step in (10, 11, 12)}

@@ -19,6 +19,11 @@ from keras import ops
 from t2tlite.errors import UserError
 
 
+def _update_number(iterations):
+  """The step a schedule is read at: the update about to be made, counted from 1."""
+  return ops.cast(iterations, "float32") + 1.0
+
+
 @keras.saving.register_keras_serializable(package="t2tlite")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """Linear warmup for `warmup_steps`, then decay with the inverse square root of the step."""
@@ -29,7 +34,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     self.constant = constant
 
   def __call__(self, iterations):
-    step = ops.cast(iterations, "float32") + 1.0
+    step = _update_number(iterations)
     warmup = float(self.warmup_steps)
     return (self.constant * self.d_model ** -0.5 *
             ops.minimum(ops.rsqrt(step), step * warmup ** -1.5))
@@ -55,7 +60,7 @@ class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
     self.train_steps = train_steps
 
   def __call__(self, iterations):
-    step = ops.cast(iterations, "float32") + 1.0  # As NoamSchedule: the first update is step 1.
+    step = _update_number(iterations)
     factor = ops.clip((float(self.train_steps) - step) / float(self.decay_steps), 0.0, 1.0)
     base = self.base(iterations) if callable(self.base) else self.base
     return base * factor
