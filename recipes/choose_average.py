@@ -1,8 +1,10 @@
 r"""Chooses on dev which checkpoint average a run decodes test with: the last N, or the best N.
 
-  python recipes/choose_average.py candidates OUT/train/averaged OUT/train/averaged_best
+  python recipes/choose_average.py candidates OUT/train/averaged OUT/train/averaged_best \
+      [--last_checkpoint=OUT/train]
   # prints each directory's newest average, one per line, skipping an average of the
-  # same steps as one already printed (an ensemble's: OUT/train.1/averaged,OUT/train.2/averaged)
+  # same steps as one already printed (an ensemble's: OUT/train.1/averaged,OUT/train.2/averaged),
+  # then, with --last_checkpoint, the run's newest checkpoint itself (an ensemble's: OUT/train.1,OUT/train.2)
   python recipes/choose_average.py pick OUT/dev_choice.averaged.ckpt-8326.json \
       OUT/dev_choice.averaged_best.ckpt-5400.json --output_json=OUT/average_choice.json
   # prints two lines: the chosen checkpoint, then its decoding settings for t2t-decoder
@@ -19,13 +21,20 @@ first, so list the paper's (the last N) first. Test is never read.
 Two averages of the same checkpoints (a run still at its best when it
 stopped) are the same model: `candidates` prints it once, so its dev grid is
 decoded once.
+
+`--last_checkpoint` adds the run's newest checkpoint alone, listed last (an
+average wins a tie): not the paper's, but the model a run whose rate decayed to
+zero by its end (`learning_rate_decay_steps`) is best read from, where
+averaging reaches back to weights trained at a higher rate (docs/results.md,
+sixteenth round). It repeats the last-1 average, so with AVERAGE_LAST_N=1 it
+is printed once.
 """
 
 import argparse
 import json
 import os
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from t2tlite import cli, errors, files
 from t2tlite.training import averaging, checkpoint_manifest
@@ -43,17 +52,35 @@ def newest_average(directory: str) -> str:
   return averages[-1]
 
 
-def distinct_candidates(directories: Sequence[str]) -> List[str]:
+def newest_checkpoint(run: str) -> str:
+  """The training checkpoint in `run` with the highest step."""
+  checkpoints = checkpoint_manifest.list_checkpoints(run)
+  if not checkpoints:
+    raise AverageChoiceError(f"{run}: no ckpt-<step> checkpoint")
+  return checkpoints[-1]
+
+
+def distinct_candidates(directories: Sequence[str],
+                        last_checkpoint: Optional[str] = None) -> List[str]:
   """Each directory's newest average, in order, without repeating an average of the same steps.
 
   A directory may be several, comma-separated (an ensemble's members' averages of one kind):
   its candidate is their newest averages, comma-separated, as t2t-decoder's --checkpoint_path
-  takes them; it repeats another when every member's average does.
+  takes them; it repeats another when every member's average does. `last_checkpoint` (the
+  training directories, comma-separated alike) adds their newest checkpoints, listed last; a
+  checkpoint alone holds the steps [its step], as the average of that one checkpoint does.
   """
+  kinds = [(directory, True) for directory in directories]
+  if last_checkpoint:
+    kinds.append((last_checkpoint, False))
   chosen, seen = [], []
-  for directory in directories:
-    prefixes = [newest_average(member) for member in directory.split(",")]
-    steps = [averaging.averaged_steps(prefix) for prefix in prefixes]
+  for directory, averaged in kinds:
+    if averaged:
+      prefixes = [newest_average(member) for member in directory.split(",")]
+      steps = [averaging.averaged_steps(prefix) for prefix in prefixes]
+    else:
+      prefixes = [newest_checkpoint(member) for member in directory.split(",")]
+      steps = [[checkpoint_manifest.step_of(prefix)] for prefix in prefixes]
     if steps not in seen:
       chosen.append(",".join(prefixes))
       seen.append(steps)
@@ -95,6 +122,9 @@ def main(argv=None) -> int:
   commands = parser.add_subparsers(dest="command", required=True)
   listing = commands.add_parser("candidates", help="Each directory's newest distinct average.")
   listing.add_argument("directories", nargs="+")
+  listing.add_argument("--last_checkpoint", default=None,
+                       help="Training directories (an ensemble's comma-separated) whose newest "
+                            "checkpoint is a candidate too, listed last.")
   choosing = commands.add_parser("pick", help="The candidate best on dev, and its settings.")
   choosing.add_argument("choices", nargs="+", help="choose_decode.py --output_json files.")
   choosing.add_argument("--output_json", default=None,
@@ -102,7 +132,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
 
   if args.command == "candidates":
-    for prefix in distinct_candidates(args.directories):
+    for prefix in distinct_candidates(args.directories, args.last_checkpoint):
       print(prefix)
     return 0
   reports = [read_choice(path) for path in args.choices]

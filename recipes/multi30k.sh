@@ -14,9 +14,11 @@
 # (t2t-trainer --keep_best --average_best_n; not the paper: for runs that over-fit before the
 # hour ends, whose last checkpoints sit past their best), and dev chooses between the two
 # averages (recipes/choose_average.py: the one whose best grid point below scores higher; the
-# last N, the paper's, wins a tie; two averages of the same steps are decoded once). Beam size
-# and alpha are chosen on the whole dev set (val, 1014 lines), as the paper chose its beam 4 /
-# alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS
+# last N, the paper's, wins a tie; two averages of the same steps are decoded once);
+# DECODE_LAST_CHECKPOINT=1 adds the last checkpoint alone as one more candidate, listed last
+# (for a run whose rate decays to zero by its end: HPARAMS=...,learning_rate_decay_steps=N
+# with TRAIN_STEPS). Beam size and alpha are chosen on the whole dev set (val, 1014 lines), as
+# the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS
 # (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py;
 # DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the
 # grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps further while it keeps winning.
@@ -108,12 +110,14 @@ else  # One core each, round robin over the cores this process may use; all at o
   done
   trap - EXIT
 fi
+LAST_FLAGS=()
+[ "${DECODE_LAST_CHECKPOINT:-0}" = 0 ] || LAST_FLAGS=(--last_checkpoint="$RUNS")
 CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
-  "${AVG_DIRS[@]}")
+  "${AVG_DIRS[@]}" ${LAST_FLAGS[@]+"${LAST_FLAGS[@]}"})
 readarray -t CANDIDATES <<< "$CANDIDATES"
 CHOICES=()
 for CANDIDATE in "${CANDIDATES[@]}"; do
-  FIRST=${CANDIDATE%%,*}  # An ensemble's candidate is named after its first member's average.
+  FIRST=${CANDIDATE%%,*}  # An ensemble's candidate is named after its first member's.
   CHOICE=$OUT/dev_choice.$(basename "$(dirname "$FIRST")").$(basename "$FIRST").json
   ${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
     --data_dir="$OUT/data" --output_dir="$RUNS" --checkpoint_path="$CANDIDATE" \

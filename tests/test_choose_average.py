@@ -68,6 +68,43 @@ def test_an_ensembles_candidate_is_every_members_newest_average_of_one_kind(tmp_
   assert choose_average.distinct_candidates(kinds) == [",".join(last)]
 
 
+def write_checkpoint(directory, step):
+  """What the trainer leaves: ckpt-<step>.index, with no averaging json beside it."""
+  directory.mkdir(parents=True, exist_ok=True)
+  (directory / f"ckpt-{step}.index").write_bytes(b"")
+  return str(directory / f"ckpt-{step}")
+
+
+def test_the_last_checkpoint_comes_after_the_averages_unless_an_average_holds_it_alone(
+    tmp_path, capsys):
+  """--last_checkpoint adds the run's newest checkpoint by step, listed last; the average of
+  that one checkpoint (AVERAGE_LAST_N=1) is the same model, so then it is not repeated."""
+  run = tmp_path / "train"
+  write_checkpoint(run, 900)
+  last = write_checkpoint(run, 1200)
+  write_checkpoint(run / "best", 1500)  # Another folder's checkpoints are not the run's.
+  averaged = write_average(run / "averaged", 1200, [1000, 1100, 1200])
+  assert choose_average.distinct_candidates([str(run / "averaged")], str(run)) == [averaged, last]
+  assert choose_average.main(["candidates", str(run / "averaged"),
+                              f"--last_checkpoint={run}"]) == 0
+  assert capsys.readouterr().out.splitlines() == [averaged, last]
+  alone = write_average(run / "averaged", 1300, [1200])
+  assert choose_average.distinct_candidates([str(run / "averaged")], str(run)) == [alone]
+  with pytest.raises(choose_average.AverageChoiceError, match="empty: no ckpt-<step> checkpoint"):
+    choose_average.distinct_candidates([str(run / "averaged")], str(tmp_path / "empty"))
+
+
+def test_an_ensembles_last_checkpoint_is_every_members_newest(tmp_path):
+  members = [tmp_path / f"train.{i}" for i in (1, 2)]
+  lasts = [write_checkpoint(member, 1200 + i) for i, member in enumerate(members)]
+  write_checkpoint(members[0], 1100)
+  averages = [write_average(member / "averaged", 1200 + i, [1100, 1200 + i])
+              for i, member in enumerate(members)]
+  kinds = [",".join(str(member / "averaged") for member in members)]
+  runs = ",".join(map(str, members))
+  assert choose_average.distinct_candidates(kinds, runs) == [",".join(averages), ",".join(lasts)]
+
+
 def test_the_highest_dev_score_wins_and_a_tie_goes_to_the_first_listed(tmp_path, capsys):
   last = write_choice(tmp_path / "last.json", "RUN/averaged/ckpt-1200", [40.1, 41.7, 41.2])
   best = write_choice(tmp_path / "best.json", "RUN/averaged_best/ckpt-900", [40.9, 41.9])

@@ -99,7 +99,8 @@ def check_grid(choice):
 
 # en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
 # names, with two candidate averages (the last 1, the best 2 by dev perplexity: AVERAGE_BEST_N)
-# for dev to choose between; en-fr repeats it with another language, the recipe's default set
+# for dev to choose between, and the last checkpoint asked for as well (DECODE_LAST_CHECKPOINT),
+# which the last-1 average already is, so it is not decoded again; en-fr repeats it with another language, the recipe's default set
 # and its last-2 average alone: slow.
 @pytest.mark.parametrize("script, lang, hparams_set, best_n", [
     ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2),
@@ -110,7 +111,8 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
   chosen_set = {"HPARAMS_SET": hparams_set} if hparams_set else {}
   last_n = 1 if best_n else 2
   proc = run_recipe(script, out, raw, cwd=str(tmp_path), AVERAGE_BEST_N=str(best_n),
-                    AVERAGE_LAST_N=str(last_n), **chosen_set)
+                    AVERAGE_LAST_N=str(last_n), DECODE_LAST_CHECKPOINT=str(int(bool(best_n))),
+                    **chosen_set)
   # Each candidate average had its beam and alpha chosen on dev (its first DEV_LINES); the one
   # scoring higher there (a tie: the last N, listed first) decoded test with its winner.
   candidates = ["averaged", "averaged_best"] if best_n else ["averaged"]
@@ -152,10 +154,12 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
 
 def test_multi30k_recipe_ensemble_smoke(tmp_path, shared_dir):
   """ENSEMBLE=2: two members trained at once with seeds 1 and 2, one core each, their averages
-  chosen on dev and test decoded with both as one ensemble."""
+  and (DECODE_LAST_CHECKPOINT) their last checkpoints chosen between on dev, and test decoded
+  with the winner, both members as one ensemble."""
   raw = os.path.join(shared_dir, "data", "multi30k")
   out = str(tmp_path / "run")
-  proc = run_recipe("multi30k_ende.sh", out, raw, cwd=str(tmp_path), ENSEMBLE="2")
+  proc = run_recipe("multi30k_ende.sh", out, raw, cwd=str(tmp_path), ENSEMBLE="2",
+                    DECODE_LAST_CHECKPOINT="1")
   members = [os.path.join(out, f"train.{i}") for i in (1, 2)]
   assert not os.path.exists(os.path.join(out, "train"))
   seeds = [json.load(open(os.path.join(m, "run.json")))["random_seed"] for m in members]
@@ -164,14 +168,18 @@ def test_multi30k_recipe_ensemble_smoke(tmp_path, shared_dir):
     assert os.path.exists(os.path.join(member, "averaged", "ckpt-4.index"))
     assert any(line.startswith(f"[train.{i}] ") and "step 4/4" in line
                for line in proc.stderr.splitlines())  # Each member's log, prefixed.
-  ensemble = ",".join(os.path.join(m, "averaged", "ckpt-4") for m in members)
-  choice = json.load(open(os.path.join(out, "dev_choice.averaged.ckpt-4.json")))
-  assert choice["key"]["checkpoint"] == ensemble
-  check_grid(choice)
+  averages = ",".join(os.path.join(m, "averaged", "ckpt-4") for m in members)
+  lasts = ",".join(os.path.join(m, "ckpt-4") for m in members)  # Not the average of 2 and 4.
+  scores = {}
+  for name, ensemble in (("averaged", averages), ("train.1", lasts)):
+    choice = json.load(open(os.path.join(out, f"dev_choice.{name}.ckpt-4.json")))
+    assert choice["key"]["checkpoint"] == ensemble
+    scores[ensemble] = check_grid(choice)["metrics"]["bleu"]
+  winner = max(scores, key=scores.get)  # The averages, listed first, win a tie.
   picked = json.load(open(os.path.join(out, "average_choice.json")))
-  assert picked["chosen"] == ensemble
+  assert picked["chosen"] == winner
   test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
-  assert len(test_decode) == 1 and f"with {ensemble} (" in test_decode[0]
+  assert len(test_decode) == 1 and f"with {winner} (" in test_decode[0]
   references = read_lines(os.path.join(raw, "test_2016_flickr.de.gz"))[:6]
   check_scores(os.path.join(out, "test_2016.bleu.json"), os.path.join(out, "test_2016.de"),
                references, "de", lowercased=True)
