@@ -3,8 +3,9 @@
 One place for: where the repository and ../shared are, the tiny model shape
 every test trains, the tiny training run, the installed commands and their
 one-line errors, and the independent truths several modules check against
-(the closed-form parameter count, the paper's positional encoding, the sample
-treebank). Test modules import from here, never from one another.
+(the closed-form parameter count, the paper's positional encoding, greedy
+decoding recomputed from whole forward passes, the sample treebank). Test
+modules import from here, never from one another.
 """
 
 import functools
@@ -239,6 +240,40 @@ def paper_table3(shared_dir):
       base = values
     table.append((cells[0], {k: (v if v else base[k]) for k, v in values.items()}, figures, line))
   return table
+
+
+def _mixture(models, source, prefix):
+  """log of the mean of the models' next-token probabilities after `prefix`, float64,
+  from each model's whole teacher-forced forward pass (no cache, no search)."""
+  from t2tlite.constants import EOS_ID
+  features = {"inputs": np.array([source + [EOS_ID]]), "targets": np.array([prefix + [0]])}
+  probs = [_softmax(np.asarray(model(features, training=False), np.float64)[0, -1])
+           for model in models]
+  return np.log(np.mean(probs, axis=0))
+
+
+def _softmax(logits):
+  shifted = np.exp(logits - logits.max())
+  return shifted / shifted.sum()
+
+
+def greedy_by_recomputation(models, source, extra_length):
+  """(ids up to EOS, log P(Y|X) with EOS) of greedy search, step by step, with no cache and
+  no search: the models' mixture (one model: that model) recomputed whole for every prefix.
+
+  Every token the mixture prefers is taken, pad included (a model may rank it first; the
+  decoder's output then ends there, constants.until_eos), until EOS, forced after
+  len(source) + extra_length tokens as in search.py."""
+  from t2tlite.constants import EOS_ID, until_eos
+  ids, score = [], 0.0
+  for _ in range(len(source) + extra_length):
+    log_probs = _mixture(models, source, ids)
+    token = int(np.argmax(log_probs))
+    score += log_probs[token]
+    if token == EOS_ID:
+      return until_eos(ids), score
+    ids.append(token)
+  return until_eos(ids), score + _mixture(models, source, ids)[EOS_ID]
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import (TINY, closed_form_params, command, one_line_error, registry_sections,
-                           run)
+from tests.helpers import (TINY, closed_form_params, command, greedy_by_recomputation,
+                           one_line_error, registry_sections, run)
 
 
 @pytest.mark.slow
@@ -41,7 +41,7 @@ def test_datagen_train_decode_end_to_end(tmp_path):
   assert len(outputs) == 41 and outputs[20] == ""
   # Each line is the greedy decode of its own source (order kept around the empty line),
   # as recomputing the whole model at every step, with no cache and no search, finds it.
-  assert outputs[:20] + outputs[21:] == greedy_by_recomputation(out, lines, extra_length=5)
+  assert outputs[:20] + outputs[21:] == greedy_decodes(out, lines, extra_length=5)
 
   proc = run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out}",
              f"--decode_from_file={sources}", f"--decode_reference={references}",
@@ -130,26 +130,14 @@ def test_registry_help_lists_every_kind():
   assert "algorithmic_reverse" not in sections["hparams sets"] + sections["models"]
 
 
-def greedy_by_recomputation(output_dir, lines, extra_length):
-  """Greedy decodes of `lines` by the run's model, recomputing every prefix (no cache, no search)."""
+def greedy_decodes(output_dir, lines, extra_length):
+  """Each line's greedy decode by the run's model, recomputed whole for every prefix."""
   from t2tlite import registry
   from t2tlite.training import run_dir
   model, _ = run_dir.load_model(output_dir, hparams_overrides="xla=false")
   encoders = registry.problem("algorithmic_reverse").encoders()
-  eos = 1
-  outputs = []
-  for line in lines:
-    source = encoders["inputs"].encode(line)
-    ids = []
-    for _ in range(len(source) + extra_length):  # Then EOS is forced.
-      logits = model({"inputs": np.array([source + [eos]]), "targets": np.array([ids + [0]])},
-                     training=False)
-      token = int(np.argmax(logits[0, -1]))
-      if token == eos:
-        break
-      ids.append(token)
-    outputs.append(encoders["targets"].decode(ids))
-  return outputs
+  return [encoders["targets"].decode(greedy_by_recomputation(
+      [model], encoders["inputs"].encode(line), extra_length)[0]) for line in lines]
 
 
 @pytest.mark.parametrize("args,fragments", [

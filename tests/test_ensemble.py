@@ -5,12 +5,11 @@ import os
 import numpy as np
 import pytest
 
-from t2tlite.constants import EOS_ID, until_eos
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder
 from t2tlite.decoding.ensemble import Ensemble
 from t2tlite.models.transformer import Transformer
-from tests.helpers import one_line_error, run, tiny_hparams
+from tests.helpers import greedy_by_recomputation, one_line_error, run, tiny_hparams
 
 
 EARLY_STEPS = slice(1, 4, 2)  # The tiny run's checkpoints at steps 40 and 80.
@@ -35,37 +34,6 @@ def _sources(count=8, seed=0):
   return [list(rng.randint(2, 12, size=n)) for n in rng.randint(2, 10, size=count)]
 
 
-def _mixture(models, source, prefix):
-  """log of the mean of the models' next-token probabilities after `prefix`, float64,
-  from each model's whole teacher-forced forward pass (no cache, no search)."""
-  features = {"inputs": np.array([source + [EOS_ID]]), "targets": np.array([prefix + [0]])}
-  probs = [_softmax(np.asarray(model(features, training=False), np.float64)[0, -1])
-           for model in models]
-  return np.log(np.mean(probs, axis=0))
-
-
-def _softmax(logits):
-  shifted = np.exp(logits - logits.max())
-  return shifted / shifted.sum()
-
-
-def _greedy_by_recomputation(models, source, extra_length):
-  """(ids up to EOS, log P(Y|X) with EOS) of greedy search on the mixture, step by step.
-
-  Every token the mixture prefers is taken, pad included (a model may rank it first; the
-  decoder's output then ends there, constants.until_eos), until EOS, forced after
-  len(source) + extra_length tokens as in search.py."""
-  ids, score = [], 0.0
-  for _ in range(len(source) + extra_length):
-    log_probs = _mixture(models, source, ids)
-    token = int(np.argmax(log_probs))
-    score += log_probs[token]
-    if token == EOS_ID:
-      return until_eos(ids), score
-    ids.append(token)
-  return until_eos(ids), score + _mixture(models, source, ids)[EOS_ID]
-
-
 def test_greedy_ensemble_is_argmax_of_the_mean_distribution(members):
   """The cached, compiled search over the ensemble picks, token by token, the argmax of the
   members' mean probability computed from their full forward passes, and scores the
@@ -75,7 +43,7 @@ def test_greedy_ensemble_is_argmax_of_the_mean_distribution(members):
   decoded = Decoder(Ensemble(members), hp).decode_nbest(sources)
   for source, beams in zip(sources, decoded):
     (ids, score), = beams
-    expected_ids, expected_score = _greedy_by_recomputation(members, source, 4)
+    expected_ids, expected_score = greedy_by_recomputation(members, source, 4)
     assert ids == expected_ids
     assert score == pytest.approx(expected_score, abs=1e-4)
 
@@ -83,9 +51,9 @@ def test_greedy_ensemble_is_argmax_of_the_mean_distribution(members):
 def test_the_mixture_decodes_unlike_either_member(members):
   """The members disagree, so the test above tells a mixture from either member."""
   sources = _sources()
-  mixture = [_greedy_by_recomputation(members, source, 4)[0] for source in sources]
+  mixture = [greedy_by_recomputation(members, source, 4)[0] for source in sources]
   for member in members:
-    assert [_greedy_by_recomputation([member], source, 4)[0] for source in sources] != mixture
+    assert [greedy_by_recomputation([member], source, 4)[0] for source in sources] != mixture
 
 
 def test_cached_and_uncached_ensembles_agree_in_beam_search(members):
@@ -135,7 +103,7 @@ def test_decoder_command_decodes_two_checkpoints_as_their_mixture(tiny_run, tmp_
       f"--checkpoint_path={first},{last}", f"--decode_from_file={sources}",
       f"--decode_to_file={decoded}", "--decode_hparams=beam_size=1,extra_length=5")
   models = [run_dir.load_model(out, path, "xla=false")[0] for path in (first, last)]
-  expected = [encoders["targets"].decode(_greedy_by_recomputation(
+  expected = [encoders["targets"].decode(greedy_by_recomputation(
       models, encoders["inputs"].encode(line), 5)[0]) for line in lines]
   assert decoded.read_text().splitlines() == expected
 
