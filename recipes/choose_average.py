@@ -4,7 +4,8 @@ r"""Chooses on dev which checkpoint average a run decodes test with: the last N,
       [--last_checkpoint=OUT/train]
   # prints each directory's newest average, one per line, skipping an average of the
   # same steps as one already printed (an ensemble's: OUT/train.1/averaged,OUT/train.2/averaged),
-  # then, with --last_checkpoint, the run's newest checkpoint itself (an ensemble's: OUT/train.1,OUT/train.2)
+  # then, with --last_checkpoint, the run's newest checkpoint itself (an ensemble's:
+  # --last_checkpoint=OUT/train.1,OUT/train.2)
   python recipes/choose_average.py pick OUT/dev_choice.averaged.ckpt-8326.json \
       OUT/dev_choice.averaged_best.ckpt-5400.json --output_json=OUT/average_choice.json
   # prints two lines: the chosen checkpoint, then its decoding settings for t2t-decoder

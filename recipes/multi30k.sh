@@ -18,10 +18,11 @@
 # DECODE_LAST_CHECKPOINT=1 adds the last checkpoint alone as one more candidate, listed last
 # (for a run whose rate decays to zero by its end: HPARAMS=...,learning_rate_decay_steps=N
 # with TRAIN_STEPS). Beam size and alpha are chosen on the whole dev set (val, 1014 lines), as
-# the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS
-# (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the paper (recipes/choose_decode.py;
-# DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the
-# grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps further while it keeps winning.
+# the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with
+# each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the
+# paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's
+# setting). A best alpha at the grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps
+# further while it keeps winning.
 # With the winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased,
 # detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).

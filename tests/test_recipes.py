@@ -100,8 +100,8 @@ def check_grid(choice):
 # en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
 # names, with two candidate averages (the last 1, the best 2 by dev perplexity: AVERAGE_BEST_N)
 # for dev to choose between, and the last checkpoint asked for as well (DECODE_LAST_CHECKPOINT),
-# which the last-1 average already is, so it is not decoded again; en-fr repeats it with another language, the recipe's default set
-# and its last-2 average alone: slow.
+# which the last-1 average already is, so it is not decoded again; en-fr repeats it with
+# another language, the recipe's default set and its last-2 average alone: slow.
 @pytest.mark.parametrize("script, lang, hparams_set, best_n", [
     ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2),
     pytest.param("multi30k_enfr.sh", "fr", None, 0, marks=pytest.mark.slow)])
