@@ -45,20 +45,17 @@ class AverageChoiceError(errors.UserError):
   """A directory or a dev-choice json at fault; one line, exit 2."""
 
 
-def newest_average(directory: str) -> str:
-  """The `ckpt-<step>` prefix in `directory` with the highest step."""
-  averages = checkpoint_manifest.list_checkpoints(directory)
-  if not averages:
-    raise AverageChoiceError(f"{directory}: no averaged ckpt-<step> checkpoint")
-  return averages[-1]
-
-
-def newest_checkpoint(run: str) -> str:
-  """The training checkpoint in `run` with the highest step."""
-  checkpoints = checkpoint_manifest.list_checkpoints(run)
+def newest_checkpoint(directory: str, kind: str = "") -> str:
+  """The `ckpt-<step>` prefix in `directory` with the highest step; `kind` names it in the error."""
+  checkpoints = checkpoint_manifest.list_checkpoints(directory)
   if not checkpoints:
-    raise AverageChoiceError(f"{run}: no ckpt-<step> checkpoint")
+    raise AverageChoiceError(f"{directory}: no {kind}ckpt-<step> checkpoint")
   return checkpoints[-1]
+
+
+def newest_average(directory: str) -> str:
+  """The newest average in an `averaged/` or `averaged_best/` directory."""
+  return newest_checkpoint(directory, kind="averaged ")
 
 
 def distinct_candidates(directories: Sequence[str],
