@@ -32,6 +32,9 @@ counted under "loss over V" (op type "XLA cluster"). --xla_loss false profiles
 the loss uncompiled.
 
   python bench/step_profile.py --shape base --steps 3 --output_json profile.json
+  # the Multi30k recipe's model on one core, about its 4096-token batches
+  taskset -c 0 python bench/step_profile.py --hparams_set transformer_multi30k_wide --vocab 8000 \
+      --batch 256 --length 16 --dtype mixed_bfloat16 --hparams dropout=0.3
 """
 
 import argparse
@@ -48,14 +51,15 @@ RANDOM_ID_SHAPES = ("base", "tiny")  # train_throughput.SHAPES trained on random
 GROUPS = ("matmul", "loss over V", "attn softmax", "layer norm", "dropout", "optimizer", "cast",
           "embedding", "other")
 MATMUL_TYPES = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum",
-                "FusedMatMul")
+                "FusedMatMul", "FusedBatchMatMulV2")
 RANDOM_TYPES = ("StatelessRandomUniformV2", "StatelessRandomGetKeyCounter", "RandomUniform",
                 "StatelessRandomUniformFullIntV2", "StatelessRandomGetKeyCounterAlg")
 
 
 def kernel_free(op_type: str) -> str:
   """The op under its kernel's prefix: TensorFlow rewrites ops to internal and oneDNN
-  kernels (_FusedMatMul, and on AVX-512 CPUs _MklMatMul, _MklEinsum, _MklNativeFusedMatMul),
+  kernels (_FusedMatMul, and on AVX-512 CPUs _MklMatMul, _MklEinsum, _MklNativeFusedMatMul,
+  _MklFusedBatchMatMulV2: a batched matmul with a scale or add fused in),
   which are the same matmuls."""
   return op_type.removeprefix("_").removeprefix("Mkl").removeprefix("Native")
 
@@ -135,8 +139,10 @@ def profile(args):
 
   strategy = distribution.make_strategy(cpu_devices=1)
   name, vocab = SHAPES[args.shape][:2]
+  name, vocab = args.hparams_set or name, args.vocab or vocab
+  overrides = f"xla={'true' if args.xla else 'false'},dtype={args.dtype},xla_loss={args.xla_loss}"
   hp = registry.hparams(name).replace(input_vocab_size=vocab, target_vocab_size=vocab).override(
-      f"xla={'true' if args.xla else 'false'},dtype={args.dtype},xla_loss={args.xla_loss}")
+      ",".join(filter(None, (overrides, args.hparams))))
   _, step = build_tf_step(hp, strategy)
   rng = np.random.default_rng(1)
   batch = {key: tf.constant(rng.integers(2, vocab, (args.batch, args.length)), tf.int32)
@@ -157,6 +163,11 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--shape", default="base", choices=RANDOM_ID_SHAPES)
+  parser.add_argument("--hparams_set", default="",
+                      help="a registered set to profile instead of --shape's (random ids too), "
+                           "e.g. transformer_multi30k_wide, the Multi30k recipe's model")
+  parser.add_argument("--vocab", type=int, default=0, help="vocabulary size (default: --shape's)")
+  parser.add_argument("--hparams", default="", help="more overrides, as t2t-trainer's --hparams")
   parser.add_argument("--dtype", default="float32")
   parser.add_argument("--xla", default="false", choices=("true", "false"))
   parser.add_argument("--xla_loss", default="true", choices=("true", "false"),
@@ -173,7 +184,7 @@ def main():
   if not paths:
     sys.exit(f"no profile was written under {logdir}")
   total, table = shares(read_op_stats(paths) + read_xla_cluster_time(paths))
-  print(f"{args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, "
+  print(f"{args.hparams_set or args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, "
         f"xla_loss {args.xla_loss}, batch {args.batch} x "
         f"{args.length}: {total / 1e3 / args.steps:.0f} ms of op self-time per step")
   for group, row in table.items():

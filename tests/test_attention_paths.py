@@ -85,6 +85,20 @@ def test_returned_weights_are_distributions_over_real_keys():
   np.testing.assert_allclose(np.asarray(context), want_context, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_query_scaled_first_is_the_product_scaled_bit_for_bit_at_d_k_64(dtype):
+  """The explicit path scales the query before Q K^T (tensor2tensor's order, and the faster one
+  under oneDNN); at d_k = 64 (every paper shape) the scale is 2^-3, so its weights are those of
+  the product scaled in float32, to the last bit, in either dtype."""
+  rng = np.random.RandomState(7)
+  q, k, v = (ops.cast(rng.randn(B, T, H, 64) * 3.0, dtype) for _ in range(3))
+  mask = _key_mask()[:, None, None, :] & np.tril(np.ones((T, T), bool))
+  _, weights = attention.attention_with_weights(q, k, v, mask)
+  logits = ops.cast(ops.einsum("bthd,bshd->bhts", q, k), "float32") * 0.125
+  want = ops.softmax(logits + ops.where(mask, 0.0, attention.NEG_INF), axis=-1)
+  np.testing.assert_array_equal(np.asarray(weights), np.asarray(want))
+
+
 def test_segment_masks_attend_within_each_segment():
   """Two segments packed in one row give what each gets alone."""
   q, k, v = _qkv(4)
