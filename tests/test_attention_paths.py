@@ -88,7 +88,7 @@ def test_returned_weights_are_distributions_over_real_keys():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_query_scaled_first_is_the_product_scaled_bit_for_bit_at_d_k_64(dtype):
   """The explicit path scales the query before Q K^T (tensor2tensor's order, and the faster one
-  under oneDNN); at d_k = 64 (every paper shape) the scale is 2^-3, so its weights are those of
+  under oneDNN); at d_k = 64 (base and big) the scale is 2^-3, so its weights are those of
   the product scaled in float32, to the last bit, in either dtype."""
   rng = np.random.RandomState(7)
   q, k, v = (ops.cast(rng.randn(B, T, H, 64) * 3.0, dtype) for _ in range(3))

@@ -178,11 +178,12 @@ def _combined_mask(query, mask, causal, segment_ids):
 def _explicit_attention(query, key, value, mask, dropout_rate, seed):
   """-> (context [b, t, h, d_v], float32 weights [b, h, t, s] before dropout)."""
   one_query = query.shape[1] == 1  # Incremental decoding: one position per step.
-  # The query scaled before the product, as tensor2tensor's multihead_attention does (exact for
-  # d_k a power of 4, 64 in every paper shape). Scaling the product instead let oneDNN fuse the
-  # multiply into a float32 batched matmul wherever the step's shapes are static, which made
-  # the Multi30k model's float32 step on one fixed shape 1.2-1.4x slower; bucketed steps, traced
-  # with unknown lengths, are not fused and ran the same (bench/README.md, "An AMX host").
+  # The query scaled before the product, in its dtype, as tensor2tensor's multihead_attention
+  # does (exact for d_k a power of 4: 64 in the base and big shapes). Scaling the product instead
+  # let oneDNN fuse the multiply into a float32 batched matmul wherever the step's shapes are
+  # static, which made the Multi30k model's float32 step on one fixed shape 1.2-1.4x slower;
+  # bucketed steps, traced with unknown lengths, are not fused and ran the same (bench/README.md,
+  # "An AMX host").
   query = query * ops.cast(query.shape[-1] ** -0.5, query.dtype)
   if one_query:
     # Multiply-and-reduce instead of B*h batched [1, d] x [d, S] matmuls, which
