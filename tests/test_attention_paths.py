@@ -33,6 +33,9 @@ def numpy_attention(q, k, v, allowed):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_fused_and_explicit_paths_agree_with_padding_and_causal_mask(causal, monkeypatch):
+  # As under JAX, where keras.ops.dot_product_attention is an op of its own: here it runs
+  # Keras's TensorFlow version of it, the fused path's numbers.
+  monkeypatch.setattr(attention, "_fused_path_has_its_own_op", lambda: True)
   q, k, v = _qkv(0)
   mask = _key_mask()[:, None, None, :]
   calls = []
@@ -50,7 +53,21 @@ def test_fused_and_explicit_paths_agree_with_padding_and_causal_mask(causal, mon
   np.testing.assert_allclose(explicit, want, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_tensorflow_takes_the_explicit_path_for_plain_attention(causal, monkeypatch):
+  """Under TensorFlow (this suite's backend) Keras's dot_product_attention is never called:
+  the explicit path computes the paper's attention, against numpy's."""
+  assert keras.config.backend() == "tensorflow"
+  monkeypatch.setattr(ops, "dot_product_attention", None)  # Any use would fail.
+  q, k, v = _qkv(4)
+  mask = _key_mask()[:, None, None, :]
+  got = np.asarray(attention.scaled_dot_product_attention(q, k, v, mask, causal=causal))
+  allowed = mask & (np.tril(np.ones((T, T), bool)) if causal else True)
+  np.testing.assert_allclose(got, numpy_attention(q, k, v, allowed)[0], rtol=0, atol=1e-5)
+
+
 def test_single_query_and_dropout_take_the_explicit_path(monkeypatch):
+  monkeypatch.setattr(attention, "_fused_path_has_its_own_op", lambda: True)
   monkeypatch.setattr(ops, "dot_product_attention", None)  # Any use would fail.
   q, k, v = _qkv(1, t=1)
   mask = _key_mask()[:, None, None, :]
@@ -142,7 +159,8 @@ def test_flash_attention_hparam_reaches_every_fused_call(flash, monkeypatch):
   """hparams flash_attention goes to keras.ops.dot_product_attention as False (forbid the
   flash kernel) or None (Keras decides), never True: True makes Keras raise where no flash
   kernel exists, and a CPU has none, so a model asking for it still runs here, with the
-  numbers of the XLA path."""
+  numbers of the XLA path. The fused path is taken as under JAX (under TensorFlow it never is)."""
+  monkeypatch.setattr(attention, "_fused_path_has_its_own_op", lambda: True)
   from t2tlite.models.transformer import Transformer
   from tests.helpers import tiny_hparams
   hp = tiny_hparams()

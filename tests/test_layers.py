@@ -62,9 +62,12 @@ def test_attention_matches_keras_multi_head_attention(num_heads, key_dim, value_
   np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_masks_safe_in_16_bit(dtype):
-  """Padded queries (fully masked rows) and -1e9 biases never produce inf or NaN (XLA-compiled)."""
+def test_masks_safe_in_16_bit(dtype, fused, monkeypatch):
+  """Padded queries (fully masked rows) and -1e9 biases never produce inf or NaN (XLA-compiled),
+  on the explicit path (TensorFlow's) and on the fused one (the other backends')."""
+  monkeypatch.setattr(attention, "_fused_path_has_its_own_op", lambda: fused)
   compiled = tf.function(attention.scaled_dot_product_attention, jit_compile=True)
   rng = np.random.RandomState(2)
   q = tf.constant(rng.randn(2, 4, 2, 8), dtype)

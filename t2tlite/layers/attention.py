@@ -8,8 +8,9 @@ scatter, without transposes.
 
 One attention function, two paths computing the same numbers:
 - the fused path, `keras.ops.dot_product_attention`, where the attention is
-  exactly the paper's (scale 1/sqrt(d_k), a boolean mask, nothing else): XLA
-  fuses its matmul-softmax-matmul, and with `flash_attention` Keras may hand
+  exactly the paper's (scale 1/sqrt(d_k), a boolean mask, nothing else) and
+  the backend has an op of its own for it (JAX: `jax.nn.dot_product_attention`,
+  whose matmul-softmax-matmul XLA fuses). With `flash_attention` Keras may hand
   it to a flash kernel instead (cuDNN, under JAX on GPUs). That is off by
   default: on an H200 at the paper's batch (~25k target tokens, bf16) the
   cuDNN kernel made the whole training step 1.9x slower at length 32 (its
@@ -18,8 +19,10 @@ One attention function, two paths computing the same numbers:
 - the explicit path (matmul, float32 softmax, optional dropout), used when
   attention dropout is on, when segment masks apply, when the weights are
   asked for (`attention_with_weights`, whose weights the model's
-  `call_with_attention_weights` returns), and for a single query position
-  (incremental decoding, where a multiply-and-reduce beats tiny matmuls).
+  `call_with_attention_weights` returns), for a single query position
+  (incremental decoding, where a multiply-and-reduce beats tiny matmuls), and
+  always under TensorFlow, where Keras's op is the same einsums and softmax
+  written out with the scale on the product (`_fused_path_has_its_own_op`).
 tests/test_attention_paths.py ties the two.
 
 Masks are booleans (True = may attend), so no dtype policy can touch them
@@ -117,12 +120,26 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_rate=0.0,
   Returns:
     [batch, q_length, heads, d_v] in the dtype of `value`.
   """
-  explicit = dropout_rate > 0.0 or segment_ids is not None or query.shape[1] == 1
+  explicit = (not _fused_path_has_its_own_op() or dropout_rate > 0.0
+              or segment_ids is not None or query.shape[1] == 1)
   mask = _combined_mask(query, mask, causal, segment_ids)
   if not explicit:
     return _fused_attention(query, key, value, mask, flash_attention)
   context, _ = _explicit_attention(query, key, value, mask, dropout_rate, seed)
   return context
+
+
+def _fused_path_has_its_own_op():
+  """Whether the backend's `dot_product_attention` is more than the explicit path's ops.
+
+  Under TensorFlow, Keras writes it out with the ops of the explicit path (einsum,
+  float32 softmax, einsum), but scales the [b, h, t, s] product instead of the query
+  and adds the mask as a bias of the compute dtype; measured on one core of an AMX
+  host, forward and backward, the explicit path ran that attention 1.3-1.9x as fast,
+  and the base step 1.02-1.03x (bf16) and 1.00-1.07x (float32) (bench/README.md,
+  "The attention path under TensorFlow"). Under JAX the op is jax.nn's, which XLA fuses.
+  """
+  return keras.config.backend() != "tensorflow"
 
 
 def _fused_attention(query, key, value, mask, flash_attention=False):
