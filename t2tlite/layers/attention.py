@@ -134,10 +134,11 @@ def _fused_path_has_its_own_op():
 
   Under TensorFlow, Keras writes it out with the ops of the explicit path (einsum,
   float32 softmax, einsum), but scales the [b, h, t, s] product instead of the query
-  and adds the mask as a bias of the compute dtype; measured on one core of an AMX
-  host, forward and backward, the explicit path ran that attention 1.3-1.9x as fast,
-  and the base step 1.02-1.03x (bf16) and 1.00-1.07x (float32) (bench/README.md,
-  "The attention path under TensorFlow"). Under JAX the op is jax.nn's, which XLA fuses.
+  and adds the mask as a bias of the compute dtype. Measured on an AMX host, the
+  explicit path ran that attention 1.3-1.9x as fast (alone, forward and backward, one
+  core) and the base training step 1.02-1.03x (bf16) and 1.00-1.07x (float32) (both
+  cores; bench/README.md, "The attention path under TensorFlow"). Under JAX the op is
+  jax.nn's, which XLA fuses.
   """
   return keras.config.backend() != "tensorflow"
 
