@@ -203,18 +203,27 @@ def split_batch(strategy, batch: dict):
   so all replicas get one batch shape per step (they run one compiled program
   in lockstep), and the chief's saved input position is every worker's. Runs
   inside the step's tf.function; with one replica the batch passes unchanged.
+  Without XLA the step is traced shape-relaxed (rows unknown from the second
+  batch shape on), so the rows are then read at run time.
   """
   if not needs_cross_replica_sync(strategy):
     return batch
   replicas = strategy.num_replicas_in_sync
+  rows = {}
   for key, value in batch.items():
-    if value.shape[0] % replicas:
+    rows[key] = value.shape[0]
+    if rows[key] is None:
+      rows[key] = tf.shape(value)[0]
+      tf.debugging.assert_equal(
+          rows[key] % replicas, 0,
+          message=f"batch {key} does not split into {replicas} equal replica shares")
+    elif rows[key] % replicas:
       raise ValueError(f"batch {key} of shape {value.shape} does not split into "
                        f"{replicas} equal replica shares")
 
   def share(context):
     i = context.replica_id_in_sync_group
-    return {k: v[i * (v.shape[0] // replicas):(i + 1) * (v.shape[0] // replicas)]
+    return {k: v[i * (rows[k] // replicas):(i + 1) * (rows[k] // replicas)]
             for k, v in batch.items()}
 
   return strategy.experimental_distribute_values_from_function(share)
