@@ -6,6 +6,7 @@ in-graph tensorflow_text one, and brute-force counts over the written shards.
 """
 
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -371,6 +372,43 @@ def test_parallel_text_errors_name_the_files_and_lines(tmp_path):
                                         stats))
   assert pairs == [("one", "eins"), ("three", "drei")]
   assert (stats.read, stats.kept, stats.empty) == (3, 2, 1)
+
+
+def test_text_flags_read_pipes_plain_and_gzip(tmp_path):
+  """A flag may name a pipe (`<(zcat ...)`, /dev/stdin): it opens once, so every line
+  arrives (opening twice to sniff gzip read nothing, or waited forever on a FIFO)."""
+  lines = ["ein Hund läuft .", "", "zwei Katzen"]
+  text = write(tmp_path / "text.de", "\n".join(lines) + "\n")
+  reader = write(tmp_path / "reader.py", "import json, sys\n"
+                 "from t2tlite.data import parallel_text\n"
+                 "print(json.dumps(list(parallel_text.read_lines(sys.argv[1]))))\n")
+  for producer in (f"cat {text}", f"gzip -c {text}"):
+    proc = subprocess.run(["bash", "-c", f"{sys.executable} {reader} <({producer})"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(proc.stdout) == lines, producer
+  # The command as a user types it: t2t-bleu on process substitutions scores what it
+  # scores on the same text in regular files.
+  hyp = write(tmp_path / "hyp.de", "ein Hund läuft über die Wiese .\nzwei Katzen schlafen .\n")
+  ref = tmp_path / "ref.de.gz"
+  with gzip.open(ref, "wt", encoding="utf-8") as f:
+    f.write("ein Hund rennt über die Wiese .\nzwei Katzen schlafen .\n")
+  scores = []
+  for translation, reference in ((hyp, str(ref)), (f"<(cat {hyp})", f"<(cat {ref})")):
+    out = str(tmp_path / f"bleu{len(scores)}.json")
+    subprocess.run(["bash", "-c", f"t2t-bleu --translation={translation} "
+                    f"--reference={reference} --output_json={out}"], check=True,
+                   capture_output=True, timeout=120)
+    scores.append(json.load(open(out)))
+  plain, piped = ({key: s[key]["score"] for key in ("bleu", "tokenized_bleu", "chrf")}
+                  for s in scores)
+  assert scores[1]["lines"] == scores[0]["lines"] == 2
+  assert piped == plain and 0 < plain["bleu"] < 100
+  # Parallel files are counted, then read: a pipe there is refused by name.
+  proc = subprocess.run(["bash", "-c", f"{sys.executable} -c 'import sys; from t2tlite.data "
+                         f"import parallel_text as p; list(p.read_parallel(sys.argv[1], "
+                         f"sys.argv[2]))' <(cat {hyp}) {hyp}"],
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode != 0 and "not a regular file" in proc.stderr
 
 
 class _NoOptions(Problem):

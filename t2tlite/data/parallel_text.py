@@ -30,12 +30,32 @@ class LineStats:
 
 
 def open_text(path: str):
-  """Binary file object, decompressed if the file is gzip (by its magic bytes)."""
+  """Binary file object, decompressed if the file is gzip (by its magic bytes).
+
+  The file is opened once and its magic bytes peeked, not read: a pipe
+  (`--decode_from_file=<(zcat ...)`, /dev/stdin, a FIFO) cannot be opened twice,
+  and a second open read nothing, so the command wrote an empty output.
+  """
   if not os.path.exists(path):
     raise ParallelTextError(f"{path}: no such file")
-  with open(path, "rb") as f:
-    magic = f.read(2)
-  return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+  f = open(path, "rb")
+  if f.peek(2)[:2] == b"\x1f\x8b":
+    return _OwningGzipFile(f)
+  return f
+
+
+class _OwningGzipFile(gzip.GzipFile):
+  """A GzipFile over an open file that closes that file too (GzipFile(fileobj=) does not)."""
+
+  def __init__(self, raw):
+    super().__init__(fileobj=raw, mode="rb")
+    self._raw = raw
+
+  def close(self):
+    try:
+      super().close()
+    finally:
+      self._raw.close()
 
 
 def count_lines(path: str) -> int:
@@ -63,8 +83,13 @@ def read_parallel(source_path: str, target_path: str) -> Iterator[Tuple[str, str
   """(source, target) line pairs, after checking that the files align.
 
   Empty lines are kept here; `drop_empty` (used by every translation problem,
-  whatever its source) drops and counts them.
+  whatever its source) drops and counts them. Both files are read twice
+  (counted, then read), so a pipe is refused by name, not read as empty.
   """
+  for path in (source_path, target_path):
+    if os.path.exists(path) and not os.path.isfile(path):
+      raise ParallelTextError(f"{path}: not a regular file (parallel files are counted, "
+                              f"then read: write the pipe's text to a file)")
   n_source, n_target = count_lines(source_path), count_lines(target_path)
   if n_source != n_target:
     raise ParallelTextError(f"{source_path} has {n_source} lines but {target_path} has "
