@@ -17,6 +17,7 @@ from absl import flags, logging  # noqa: E402
 
 from t2tlite import describe, errors, registry  # noqa: E402
 from t2tlite.errors import UserError  # noqa: E402
+from t2tlite.training.stop_signals import StopRequested  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -84,6 +85,9 @@ def run(main):
       status = main(argv)
       sys.stdout.flush()  # A closed pipe shows here, not at exit where it cannot be caught.
       return status
+    except StopRequested as e:  # Ctrl-C or SIGTERM, the work saved: one line, not an error.
+      print(f"{os.path.basename(sys.argv[0])}: {e}", file=sys.stderr)
+      sys.exit(e.exit_status)
     except BrokenPipeError:  # `t2t-trainer --hparams_help | head`: the reader has had enough.
       # Python's documented recipe: no traceback, and stdout pointed at devnull so the
       # interpreter's own flush at exit does not fail again.

@@ -81,6 +81,64 @@ def test_datagen_train_decode_end_to_end(tmp_path):
                      check=False), "line 2 is not valid UTF-8")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_saves_the_step_in_flight_and_the_same_command_resumes(tmp_path,
+                                                                                  signum):
+  out = str(tmp_path / "run")
+  args = command("t2t-trainer") + [
+      "--problem=algorithmic_copy", "--hparams_set=transformer_tiny", TINY + ",xla=false",
+      f"--output_dir={out}", "--train_steps=100000", "--save_checkpoints_steps=100000",
+      "--eval_every=0", "--eval_steps=1", "--log_every=1", "--eval_decode_lines=4"]
+  # As from a terminal: SIGINT at its default, even where this test runs as a background
+  # job of a non-interactive shell (whose children start with SIGINT ignored).
+  proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  seen = []
+  for line in proc.stderr:  # Until training runs: "step N/100000 |" lines.
+    seen.append(line)
+    if re.search(r"step (\d+)/100000 \|", line) and int(re.search(
+        r"step (\d+)/", line).group(1)) >= 3:
+      break
+  assert proc.poll() is None, "".join(seen[-20:])
+  proc.send_signal(signum)
+  rest = proc.stderr.read()
+  assert proc.wait(timeout=300) == 128 + signum, rest[-3000:]
+  stopped = re.search(r"t2t-trainer: stopped by SIG(INT|TERM) at step (\d+), saved (\S+): "
+                      r"the same command resumes from it\n$", rest)
+  assert stopped, rest[-3000:]
+  assert "Traceback" not in rest
+  step = int(stopped.group(2))
+  assert step >= 3 and stopped.group(3) == os.path.join(out, f"ckpt-{step}")
+  assert os.path.exists(os.path.join(out, f"ckpt-{step}.manifest.json"))  # Complete.
+  # Neither evaluated nor averaged on the way out; the same command resumes there.
+  assert "eval step" not in rest
+  resumed = subprocess.run([a.replace("--train_steps=100000", f"--train_steps={step + 2}")
+                            for a in args], capture_output=True, text=True, timeout=600)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"resuming at step {step}" in resumed.stderr
+  assert os.path.exists(os.path.join(out, f"ckpt-{step + 2}.index"))
+
+
+def test_stop_signals_first_asks_second_acts_as_before_ignored_stays_ignored():
+  from t2tlite.training.stop_signals import StopSignals
+  before = signal.getsignal(signal.SIGTERM)
+  with StopSignals() as stops:
+    assert stops.received is None
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)  # Python runs the handler between bytecodes.
+    assert stops.received == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before  # A second SIGTERM would kill.
+  ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    with StopSignals() as stops:
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(0.05)
+      assert stops.received is None  # Started ignored: stays ignored.
+  finally:
+    signal.signal(signal.SIGINT, ignored)
+  assert signal.getsignal(signal.SIGTERM) == before
+
+
 def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   out = str(tmp_path / "run")
   args = command("t2t-trainer") + [

@@ -38,7 +38,7 @@ from t2tlite.hparams_record import HParams
 from t2tlite.data import shard_manifest
 from t2tlite.training import (averaging, checkpoint_manifest, checkpoints, keep_best,
                               npz_checkpoints, numpy_batches, progress, resume, run_dir,
-                              run_identity, run_lock, warm_start)
+                              run_identity, run_lock, stop_signals, warm_start)
 from t2tlite.training.optimization import make_optimizer
 from t2tlite.training.options import DECODED_METRICS, TrainOptions, check_keep_best_backend
 
@@ -390,30 +390,35 @@ class Trainer:
     if opts.train_seconds:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
-    while not stopped_early and step < opts.train_steps and not self._out_of_time():
-      batch = self._next_batch()
-      window.add(self.train_step(batch))
-      self._log_compilation("train", self.train_step, batch)
-      if self.step == step:  # mixed_float16: a non-finite gradient; the loss scale halved.
-        skipped += 1
-        logging.warning("step %d: non-finite gradients, update skipped (%d so far)", step + 1,
-                        skipped)
-        continue
-      step = self.step
-      if step % opts.log_every == 0 or step == opts.train_steps:
-        self._log_train(step, window)
-        window.reset()
-      if opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps:
-        last_eval = self.evaluate(step)
-        stopped_early = self.best is not None and self.best.out_of_patience
-      due = (stopped_early or step % opts.save_checkpoints_steps == 0 or
-             (opts.save_checkpoints_secs and
-              time.time() - last_save_time >= opts.save_checkpoints_secs))
-      if due and step < opts.train_steps:
-        self.save()
-        last_save_time = time.time()
+    multi_worker = not self.jax and distribution.is_multi_worker(self.strategy)
+    with stop_signals.StopSignals(enabled=not multi_worker) as stops:
+      while (not stopped_early and step < opts.train_steps and not self._out_of_time()
+             and stops.received is None):
+        batch = self._next_batch()
+        window.add(self.train_step(batch))
+        self._log_compilation("train", self.train_step, batch)
+        if self.step == step:  # mixed_float16: a non-finite gradient; the loss scale halved.
+          skipped += 1
+          logging.warning("step %d: non-finite gradients, update skipped (%d so far)", step + 1,
+                          skipped)
+          continue
+        step = self.step
+        if step % opts.log_every == 0 or step == opts.train_steps:
+          self._log_train(step, window)
+          window.reset()
+        if opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps:
+          last_eval = self.evaluate(step)
+          stopped_early = self.best is not None and self.best.out_of_patience
+        due = (stopped_early or step % opts.save_checkpoints_steps == 0 or
+               (opts.save_checkpoints_secs and
+                time.time() - last_save_time >= opts.save_checkpoints_secs))
+        if due and step < opts.train_steps:
+          self.save()
+          last_save_time = time.time()
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step, unless it was just saved.
+    if stops.received is not None:  # No evaluation or averaging: the user wants it to stop.
+      raise stop_signals.StopRequested(stops.received, step, self.manager.latest_checkpoint)
     if stopped_early:
       logging.info("%s; stopped at step %d of %d", self.best.stop_reason(), step,
                    opts.train_steps)
