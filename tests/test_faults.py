@@ -193,6 +193,20 @@ def test_resuming_with_another_seed_is_refused(run_copy):
     make_trainer(run_copy, random_seed=2)
 
 
+def test_resuming_with_another_batch_per_update_is_logged(run_copy, caplog):
+  """batch_size is per device: resuming on another device count is allowed (as in
+  tensor2tensor) but changes every update's batch, so it is logged, never silent."""
+  saved = json.load(open(os.path.join(run_copy, "run.json")))
+  assert saved[run_identity.TOKENS_KEY] == run_dir.load_hparams(run_copy).batch_size  # 1 device.
+  with caplog.at_level(logging.WARNING):
+    make_trainer(run_copy)  # The same device count: nothing said.
+    assert "tokens per update" not in caplog.text
+    run_identity.check_resume(run_copy, saved, dict(saved, tokens_per_update=2 * saved[
+        run_identity.TOKENS_KEY]))
+  assert (f"started with {saved[run_identity.TOKENS_KEY]} target tokens per update; this "
+          f"resume trains with {2 * saved[run_identity.TOKENS_KEY]}") in caplog.text
+
+
 def test_keep_checkpoint_max_0_is_refused_before_the_run_dir_exists(tmp_path):
   with pytest.raises(TrainOptionsError, match="--keep_checkpoint_max=0: must be >= 1"):
     make_trainer(tmp_path / "run", keep_checkpoint_max=0)

@@ -14,10 +14,13 @@ given. A mismatch is one line naming both sides.
 import os
 from typing import Optional
 
+from absl import logging
+
 from t2tlite import files
 from t2tlite.errors import UserError
 
 DATA_KEY = "data"
+TOKENS_KEY = "tokens_per_update"  # Recorded at the start; a resume that differs is logged.
 
 
 class RunMismatchError(UserError):
@@ -43,7 +46,8 @@ def data_identity(problem, data_dir: Optional[str]) -> dict:
 
 
 def check_resume(output_dir: str, saved: dict, current: dict) -> None:
-  """Refuses to resume a run recorded with another seed, other data or another backend."""
+  """Refuses to resume a run recorded with another seed, other data or another backend;
+  warns when each update's batch differs from the run's start (another device count)."""
   seed = saved.get("random_seed")
   if seed is not None and seed != current.get("random_seed"):
     raise RunMismatchError(
@@ -58,6 +62,13 @@ def check_resume(output_dir: str, saved: dict, current: dict) -> None:
           "(its checkpoints decode under either)")
   if saved.get(DATA_KEY) and current.get(DATA_KEY):
     _compare_data(output_dir, saved[DATA_KEY], current[DATA_KEY], "trained")
+  saved_tokens, tokens = saved.get(TOKENS_KEY), current.get(TOKENS_KEY)
+  if saved_tokens and tokens and saved_tokens != tokens:
+    # Allowed, as tensor2tensor allows resuming on other hardware, but never silent:
+    # batch_size is per device, so another device count changes every update's batch.
+    logging.warning("--output_dir=%s started with %d target tokens per update; this resume "
+                    "trains with %d (batch_size x devices x accumulate_steps): the schedule "
+                    "continues, each update's batch changes", output_dir, saved_tokens, tokens)
 
 
 def check_data(output_dir: str, run_info: dict, hparams, problem, data_dir: Optional[str],

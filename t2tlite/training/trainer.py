@@ -97,7 +97,8 @@ class Trainer:
       resume.check_not_orphaned(output_dir, run_dir.RUN_FILE)
       run_info = dict(run_info or {}, problem=problem.name, model=model_name,
                       random_seed=options.random_seed, backend=self.backend,
-                      data=run_identity.data_identity(problem, data_dir))
+                      data=run_identity.data_identity(problem, data_dir),
+                      **{run_identity.TOKENS_KEY: self.hparams.tokens_per_update(self.replicas)})
       if options.warm_start_from:
         run_info["warm_start_from"] = options.warm_start_from
       run_identity.check_resume(output_dir, run_dir.load_run_info(output_dir), run_info)
