@@ -7,6 +7,7 @@ naming the flag or file at fault, never a traceback.
 """
 
 import os
+import signal
 import sys
 
 from t2tlite import tf_noise
@@ -88,6 +89,9 @@ def run(main):
     except StopRequested as e:  # Ctrl-C or SIGTERM, the work saved: one line, not an error.
       print(f"{os.path.basename(sys.argv[0])}: {e}", file=sys.stderr)
       sys.exit(e.exit_status)
+    except KeyboardInterrupt:  # Ctrl-C elsewhere: outputs are written whole or not at all.
+      print(f"{os.path.basename(sys.argv[0])}: interrupted", file=sys.stderr)
+      sys.exit(128 + signal.SIGINT)
     except BrokenPipeError:  # `t2t-trainer --hparams_help | head`: the reader has had enough.
       # Python's documented recipe: no traceback, and stdout pointed at devnull so the
       # interpreter's own flush at exit does not fail again.

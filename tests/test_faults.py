@@ -460,6 +460,23 @@ def test_disk_full_trainer_datagen_decoder_are_one_line(small_disk, trained, tmp
   one_line_error(proc, f"{small_disk}/out.txt", "No space left on device")
 
 
+def test_ctrl_c_in_a_command_is_one_line_exit_130(trained):
+  """The interactive decoder waits on its input: Ctrl-C there is one line, no traceback."""
+  proc = subprocess.Popen(
+      command("t2t-decoder") + ["--problem=algorithmic_copy", f"--output_dir={trained}",
+                                "--decode_interactive", "--decode_hparams=beam_size=1"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  proc.stdin.write("1 2 3\n")
+  proc.stdin.flush()
+  assert proc.stdout.readline().strip()  # Served (an 8-step model), now waiting for more.
+  proc.send_signal(signal.SIGINT)
+  assert proc.wait(timeout=120) == 130
+  err = proc.stderr.read()
+  assert err.rstrip().splitlines()[-1].endswith("t2t-decoder: interrupted")
+  assert "Traceback" not in err
+
+
 def test_decode_from_stdin(trained):
   proc = subprocess.run(command("t2t-decoder") + [
       "--problem=algorithmic_copy", f"--output_dir={trained}", "--decode_from_file=-",
