@@ -6,7 +6,8 @@ distribution.py), restores the latest checkpoint if the output directory has
 one (model, optimizer and the input iterator, so a run killed with `kill -9`
 continues on the same step with the same data), then alternates training
 steps, progress lines on stderr, TensorBoard summaries, periodic evaluation
-and checkpoints. With several workers only the chief writes into the output
+and checkpoints. Ctrl-C or SIGTERM ends the loop after the step in flight
+and saves that step (stop_signals.py). With several workers only the chief writes into the output
 directory, and every worker restores the chief's checkpoint. A new run may
 start from another run's weights (warm_start.py); the best evaluation's
 weights are kept in best/ and training may stop early (keep_best.py).
