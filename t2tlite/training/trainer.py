@@ -7,10 +7,11 @@ one (model, optimizer and the input iterator, so a run killed with `kill -9`
 continues on the same step with the same data), then alternates training
 steps, progress lines on stderr, TensorBoard summaries, periodic evaluation
 and checkpoints. Ctrl-C or SIGTERM ends the loop after the step in flight
-and saves that step (stop_signals.py). With several workers only the chief writes into the output
-directory, and every worker restores the chief's checkpoint. A new run may
-start from another run's weights (warm_start.py); the best evaluation's
-weights are kept in best/ and training may stop early (keep_best.py).
+and saves that step (stop_signals.py). With several workers only the chief
+writes into the output directory, and every worker restores the chief's
+checkpoint. A new run may start from another run's weights (warm_start.py);
+the best evaluation's weights are kept in best/ and training may stop early
+(keep_best.py).
 
 Backends (`options.backend`, README "Backends"): under TensorFlow the step is
 train_step.py's tf.function; under JAX it is jax_step.py's jax.jit of a pure
