@@ -8,6 +8,7 @@ in-graph tensorflow_text one, and brute-force counts over the written shards.
 import gzip
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from t2tlite.data import parallel_text, subword
 from t2tlite.problems import translate
 from t2tlite.problems.problem import Problem, ProblemError
 from t2tlite.training import input_pipeline
-from tests.helpers import SHARED as SHARED_ROOT, TINY_SHAPE, hparams_flag, run
+from tests.helpers import SHARED as SHARED_ROOT, TINY_SHAPE, command, hparams_flag, run
 
 SHARED = os.path.join(SHARED_ROOT, "data")
 MULTI30K = os.path.join(SHARED, "multi30k")
@@ -393,9 +394,10 @@ def test_text_flags_read_pipes_plain_and_gzip(tmp_path):
   with gzip.open(ref, "wt", encoding="utf-8") as f:
     f.write("ein Hund rennt über die Wiese .\nzwei Katzen schlafen .\n")
   scores = []
+  bleu = " ".join(shlex.quote(part) for part in command("t2t-bleu"))
   for translation, reference in ((hyp, str(ref)), (f"<(cat {hyp})", f"<(cat {ref})")):
     out = str(tmp_path / f"bleu{len(scores)}.json")
-    subprocess.run(["bash", "-c", f"t2t-bleu --translation={translation} "
+    subprocess.run(["bash", "-c", f"{bleu} --translation={translation} "
                     f"--reference={reference} --output_json={out}"], check=True,
                    capture_output=True, timeout=120)
     scores.append(json.load(open(out)))
