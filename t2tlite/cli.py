@@ -87,11 +87,9 @@ def run(main):
       sys.stdout.flush()  # A closed pipe shows here, not at exit where it cannot be caught.
       return status
     except StopRequested as e:  # Ctrl-C or SIGTERM, the work saved: one line, not an error.
-      print(f"{os.path.basename(sys.argv[0])}: {e}", file=sys.stderr)
-      sys.exit(e.exit_status)
+      _leave(str(e), e.exit_status)
     except KeyboardInterrupt:  # Ctrl-C elsewhere: outputs are written whole or not at all.
-      print(f"{os.path.basename(sys.argv[0])}: interrupted", file=sys.stderr)
-      sys.exit(128 + signal.SIGINT)
+      _leave("interrupted", 128 + signal.SIGINT)
     except BrokenPipeError:  # `t2t-trainer --hparams_help | head`: the reader has had enough.
       # Python's documented recipe: no traceback, and stdout pointed at devnull so the
       # interpreter's own flush at exit does not fail again.
@@ -143,5 +141,10 @@ def run_script(main) -> None:
 
 
 def _exit(message: str):
-  print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
-  sys.exit(2)
+  _leave(f"error: {message}", 2)
+
+
+def _leave(text: str, status: int):
+  """Ends the command with one line on stderr, "<command>: <text>", and exit `status`."""
+  print(f"{os.path.basename(sys.argv[0])}: {text}", file=sys.stderr)
+  sys.exit(status)
