@@ -32,6 +32,39 @@ def test_shared_embedding_scales_and_ties():
   np.testing.assert_allclose(layer(x, reverse=True).numpy(), x @ table.T, rtol=1e-5, atol=1e-5)
 
 
+def test_shared_embedding_under_mixed_bfloat16_equals_the_cast_table():
+  """Lookups gather float32 rows and cast them; the projection casts the table: values and
+  the table's gradient are those of the whole table cast to bfloat16 at each use (as Keras's
+  autocast did), each use's gradient summed in float32."""
+  layer = embedding.SharedEmbedding(vocab_size=11, d_model=16, dtype="mixed_bfloat16")
+  layer.build()
+  rng = np.random.RandomState(3)
+  ids = tf.constant([[1, 5, 10, 5], [0, 2, 2, 7]])
+  x = tf.constant(rng.randn(2, 3, 16), tf.bfloat16)
+  weights = tf.constant(rng.randn(2, 4, 16), tf.bfloat16)
+
+  def loss(lookup, project):
+    return (tf.reduce_sum(tf.cast(lookup * weights, tf.float32)) +
+            tf.reduce_sum(tf.nn.log_softmax(project)))
+
+  with tf.GradientTape() as tape:
+    got_vectors, got_logits = layer(ids), layer(x, reverse=True)
+    got = loss(got_vectors, got_logits)
+  got_grad = tf.convert_to_tensor(tape.gradient(got, layer.embeddings.value))
+  table = tf.Variable(layer.embeddings.numpy())
+  with tf.GradientTape() as tape:
+    vectors = tf.gather(tf.cast(table, tf.bfloat16), ids) * tf.constant(4.0, tf.bfloat16)
+    projection = tf.reshape(x, [-1, 16]) @ tf.transpose(tf.cast(table, tf.bfloat16))
+    logits = tf.cast(tf.reshape(projection, [2, 3, 11]), tf.float32)
+    want = loss(vectors, logits)
+  want_grad = tf.convert_to_tensor(tape.gradient(want, table))
+  assert got_vectors.dtype == tf.bfloat16 and got_logits.dtype == tf.float32
+  np.testing.assert_array_equal(got_vectors.numpy().astype(np.float32),
+                                vectors.numpy().astype(np.float32))
+  np.testing.assert_array_equal(got_logits.numpy(), logits.numpy())
+  np.testing.assert_array_equal(got_grad.numpy(), want_grad.numpy())
+
+
 def _copy_to_keras_mha(ours, theirs, d_model):
   """Our Dense kernels [d, h*d_k] are Keras's EinsumDense kernels [d, h, d_k] reshaped."""
   h, dk, dv = ours.num_heads, ours.key_dim, ours.value_dim

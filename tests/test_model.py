@@ -156,6 +156,32 @@ def test_16_bit_policies_match_float32_with_padding(policy):
   assert (a.argmax(-1) == b.argmax(-1)).mean() > 0.8
 
 
+def test_the_shared_table_is_cast_to_bfloat16_once_a_training_step():
+  """One [vocab, d_model] matrix serves source, target and softmax; under mixed_bfloat16 a
+  step casts the whole table once (for the projection), not once per use: at vocab 37000
+  each extra cast is 19M values forward and again backward."""
+  vocab, d_model = 37, 32
+  model = Transformer(tiny_hparams(dtype="mixed_bfloat16", input_vocab_size=vocab,
+                                   target_vocab_size=vocab))
+  table = model.target_embedding.embeddings
+  assert model.source_embedding is model.target_embedding
+
+  @tf.function
+  def step(src, tgt):
+    with tf.GradientTape() as tape:
+      logits = model({"inputs": src, "targets": tgt}, training=True)
+      loss = tf.reduce_mean(tf.reduce_logsumexp(logits, -1))
+    return tape.gradient(loss, table.value)
+
+  graph = step.get_concrete_function(tf.constant(SRC), tf.constant(TGT)).graph
+  whole_table_casts = [
+      op for op in graph.get_operations() if op.type == "Cast"
+      and op.outputs[0].shape.as_list() == [vocab, d_model]]
+  # The forward cast of the table, and its gradient cast back to float32.
+  assert sorted(op.get_attr("DstT").name for op in whole_table_casts) == [
+      "bfloat16", "float32"]
+
+
 @pytest.mark.parametrize("decoder_layers", [2, 0])
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_16_bit_cached_decoding_equals_its_full_forward(policy, decoder_layers):
