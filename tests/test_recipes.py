@@ -152,6 +152,8 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
       expected.attention_dropout, expected.relu_dropout)
 
 
+@pytest.mark.slow  # CI: the en-de recipe's smoke above, the ensemble's failure path below,
+# and t2t-decoder's ensembles in test_ensemble.py.
 def test_multi30k_recipe_ensemble_smoke(tmp_path, shared_dir):
   """ENSEMBLE=2: two members trained at once with seeds 1 and 2, one core each, their averages
   and (DECODE_LAST_CHECKPOINT) their last checkpoints chosen between on dev, and test decoded

@@ -198,6 +198,21 @@ def state_after(c, prefix, n_words, max_length):
   return state
 
 
+def prefix_states(c, prefixes, initial):
+  """(prefix, the constraint's state after it) for each of a prefix-closed set, shortest
+  first: each state is one update of its parent's, not a replay from the start (the
+  brute-force checks visit thousands of prefixes, one eager update each)."""
+  states = {(): initial}
+  for prefix in sorted(prefixes, key=lambda p: (len(p), p)):
+    if prefix:
+      states[prefix] = c.update(states[prefix[:-1]], tf.constant([prefix[-1]]))
+    yield prefix, states[prefix]
+
+
+def initial_for_words(c, n_words, max_length):
+  return c.initial_state_for_words(tf.constant([n_words]), tf.constant([max_length]))
+
+
 CASES = [(1, 2, 8), (2, 2, 10), (2, 3, 9), (3, 2, 11), (2, 2, 5), (3, 3, 6)]  # words, depth, length
 
 
@@ -209,8 +224,8 @@ def test_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completion(
   assert all(v.count(6) == n_words for v in valid)
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = constraint(max_depth)
-  for prefix in sorted(prefixes):
-    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
+  for prefix, state in prefix_states(c, prefixes, initial_for_words(c, n_words, max_length)):
+    mask = c.mask(state).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -242,8 +257,8 @@ def assert_rule_is_brute_force(keep, n_words, max_depth, max_length, **rule):
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   starts = [False, False] + [True] * (len(PIECES) - 2)
   c = TreeConstraint(PIECES, starts, EOS, max_depth, **rule)
-  for prefix in sorted(prefixes):
-    mask = c.mask(state_after(c, prefix, n_words, max_length)).numpy()[0]
+  for prefix, state in prefix_states(c, prefixes, initial_for_words(c, n_words, max_length)):
+    mask = c.mask(state).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -378,9 +393,9 @@ def test_a_constraint_rebuilt_from_its_json_config_allows_what_it_allows():
   valid = all_valid_trees(2, 3, 7)
   prefixes = {tuple(t[:k]) for t in valid for k in range(len(t) + 1)}
   assert len(prefixes) > 20
-  for prefix in prefixes:
-    masks = [x.mask(state_after(x, prefix, 2, 7)).numpy() for x in (c, again)]
-    np.testing.assert_array_equal(masks[0], masks[1])
+  walks = [prefix_states(x, prefixes, initial_for_words(x, 2, 7)) for x in (c, again)]
+  for (prefix, state), (_, state_again) in zip(*walks):
+    np.testing.assert_array_equal(c.mask(state).numpy(), again.mask(state_again).numpy(), prefix)
 
 
 def test_a_vocabulary_without_tree_symbols_is_refused():
@@ -402,9 +417,12 @@ def word_constraint(max_depth):
   return TreeConstraint(pieces, starts, EOS, max_depth, target_words=True)
 
 
+def initial_for_source(c, source, max_length):
+  return c.initial_state(tf.constant([list(source) + [EOS, 0]]), tf.constant([max_length]))
+
+
 def word_state_after(c, prefix, source, max_length):
-  inputs = tf.constant([list(source) + [EOS, 0]])
-  state = c.initial_state(inputs, tf.constant([max_length]))
+  state = initial_for_source(c, source, max_length)
   for token in prefix:
     state = c.update(state, tf.constant([token]))
   return state
@@ -432,8 +450,8 @@ def test_word_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completio
   assert all([i for i in v if i in WORD_IDS] == list(source) for v in valid)
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = word_constraint(max_depth)
-  for prefix in sorted(prefixes):
-    mask = c.mask(word_state_after(c, prefix, source, max_length)).numpy()[0]
+  for prefix, state in prefix_states(c, prefixes, initial_for_source(c, source, max_length)):
+    mask = c.mask(state).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -509,8 +527,8 @@ def test_no_unary_repeat_with_words_is_the_brute_force_set_of_trees_without_x_ov
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = word_constraint(max_depth)
   c.no_unary_repeat = True
-  for prefix in sorted(prefixes):
-    mask = c.mask(word_state_after(c, prefix, source, max_length)).numpy()[0]
+  for prefix, state in prefix_states(c, prefixes, initial_for_source(c, source, max_length)):
+    mask = c.mask(state).numpy()[0]
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -519,8 +537,8 @@ def test_candidates_list_each_allowed_token_once_in_ascending_order(source, max_
   valid = set(all_valid_trees(0, max_depth, max_length, source=source))
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = word_constraint(max_depth)
-  for prefix in sorted(prefixes):
-    ids, allowed = c.candidates(word_state_after(c, prefix, source, max_length))
+  for prefix, state in prefix_states(c, prefixes, initial_for_source(c, source, max_length)):
+    ids, allowed = c.candidates(state)
     ids, allowed = list(ids.numpy()[0]), list(allowed.numpy()[0])
     assert ids == sorted(ids), prefix  # Ties then break as over the whole vocabulary.
     listed = [i for i, a in zip(ids, allowed) if a]
