@@ -191,11 +191,8 @@ def constraint(max_depth):
   return TreeConstraint(PIECES, starts, EOS, max_depth)
 
 
-def state_after(c, prefix, n_words, max_length):
-  state = c.initial_state_for_words(tf.constant([n_words]), tf.constant([max_length]))
-  for token in prefix:
-    state = c.update(state, tf.constant([token]))
-  return state
+def initial_for_words(c, n_words, max_length):
+  return c.initial_state_for_words(tf.constant([n_words]), tf.constant([max_length]))
 
 
 def prefix_states(c, prefixes, initial):
@@ -207,10 +204,6 @@ def prefix_states(c, prefixes, initial):
     if prefix:
       states[prefix] = c.update(states[prefix[:-1]], tf.constant([prefix[-1]]))
     yield prefix, states[prefix]
-
-
-def initial_for_words(c, n_words, max_length):
-  return c.initial_state_for_words(tf.constant([n_words]), tf.constant([max_length]))
 
 
 CASES = [(1, 2, 8), (2, 2, 10), (2, 3, 9), (3, 2, 11), (2, 2, 5), (3, 3, 6)]  # words, depth, length
@@ -395,7 +388,8 @@ def test_a_constraint_rebuilt_from_its_json_config_allows_what_it_allows():
   assert len(prefixes) > 20
   walks = [prefix_states(x, prefixes, initial_for_words(x, 2, 7)) for x in (c, again)]
   for (prefix, state), (_, state_again) in zip(*walks):
-    np.testing.assert_array_equal(c.mask(state).numpy(), again.mask(state_again).numpy(), prefix)
+    np.testing.assert_array_equal(c.mask(state).numpy(), again.mask(state_again).numpy(),
+                                  str(prefix))
 
 
 def test_a_vocabulary_without_tree_symbols_is_refused():
