@@ -23,8 +23,9 @@ class SharedEmbedding(keras.layers.Layer):
 
   Under a mixed policy the float32 table is not autocast: Keras would cast the
   whole [vocab, d_model] table at every call, three times a step when one
-  matrix serves source, target and softmax (at vocab 37000 that is 19M values
-  cast twice more than needed, forward and backward). A lookup gathers the
+  matrix serves source, target and softmax (at vocab 37000, two casts of 19M
+  values more than needed; the lookups' gradients are sparse either way, so
+  only the projection's is cast back whole). A lookup gathers the
   float32 rows and casts only them (the same values: the cast is
   elementwise), and the projection casts the table once.
   """
