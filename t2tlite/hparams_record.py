@@ -54,6 +54,7 @@ class HParams:
   dropout: float = 0.1  # P_drop on each sub-layer output and on embedding + position sums.
   attention_dropout: float = 0.0  # Dropout on attention weights (not in the paper; t2t v2 uses 0.1).
   relu_dropout: float = 0.0  # Dropout inside the FFN after the activation (not in the paper; t2t v2 uses 0.1).
+  symbol_dropout: float = 0.0  # Training: each source and decoder-input token id becomes padding with this probability (t2t's symbol_dropout, "word dropout"; not in the paper).
   label_smoothing: float = 0.1  # eps_ls: target mass spread uniformly over the other tokens.
 
   # --- Optimization (Section 5.3) ---
@@ -102,7 +103,8 @@ class HParams:
                  "input_vocab_size", "target_vocab_size", "clip_grad_norm"):
       if getattr(self, name) < 0:
         _fail(f"{name}={getattr(self, name)} must be >= 0")
-    for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+    for name in ("dropout", "attention_dropout", "relu_dropout", "symbol_dropout",
+                 "label_smoothing"):
       if not 0.0 <= getattr(self, name) < 1.0:
         _fail(f"{name}={getattr(self, name)} must be in [0, 1)")
     if (self.d_k == 0 or self.d_v == 0) and self.d_model % self.num_heads:

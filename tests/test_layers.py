@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2tlite.constants import PAD_ID
 from t2tlite.layers import attention, dropout, embedding, transformer_layers
 from tests.helpers import paper_positional_encoding
 from tests.layer_test_case import run_layer_test
@@ -227,3 +228,22 @@ def test_embedding_and_position_contracts():
                  expected_output_shape=(1, 3, 4), expected_num_trainable_weights=1)
   run_layer_test(embedding.SinusoidalPositionEncoding, {}, inputs=(x,),
                  expected_output_shape=(1, 3, 4), expected_num_trainable_weights=0)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.3])
+def test_symbol_dropout_pads_the_rate_of_real_tokens_in_training_only(rate):
+  """Of 2^18 real ids, the fraction turned into PAD_ID is the rate within 5 binomial standard
+  deviations; padding stays padding, kept ids keep their value, each call draws anew."""
+  layer = dropout.SymbolDropout(rate, seed=3)
+  rng = np.random.RandomState(0)
+  ids = rng.randint(1, 50, size=(512, 512)).astype(np.int32)
+  ids[:, 400:] = PAD_ID
+  real = ids != PAD_ID
+  outs = [layer(tf.constant(ids), training=True).numpy() for _ in range(2)]
+  sigma = np.sqrt(rate * (1 - rate) / real.sum())
+  for out in outs:
+    dropped = (out == PAD_ID) & real
+    assert abs(dropped.sum() / real.sum() - rate) < 5 * sigma
+    np.testing.assert_array_equal(out[~dropped], ids[~dropped])
+  assert not np.array_equal(outs[0], outs[1])
+  np.testing.assert_array_equal(layer(tf.constant(ids), training=False).numpy(), ids)

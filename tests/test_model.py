@@ -234,3 +234,32 @@ def test_grouped_cross_attention_equals_attention_over_tiled_memory():
   grouped = layer.attend_grouped(query, key, value, mask)
   tiled = search.tile_to_beams((key, value, mask), 3)
   np.testing.assert_allclose(grouped.numpy(), layer.attend(query, *tiled).numpy(), atol=1e-5)
+
+
+def test_symbol_dropout_is_the_model_fed_padded_ids():
+  """A training call with symbol_dropout (every other dropout off) equals the model without it,
+  same weights, fed the ids the layers drop: dropped source words leave attention as padding
+  does (t2t's encoder reads its padding from them), a dropped decoder input reads PAD_ID."""
+  keras.utils.set_random_seed(4)
+  no_dropout = dict(dropout=0.0, attention_dropout=0.0, relu_dropout=0.0)
+  plain = Transformer(tiny_hparams(**no_dropout))
+  model = Transformer(tiny_hparams(symbol_dropout=0.4, **no_dropout))
+  weights = {v.path: v for v in model.weights}
+  for v in plain.weights:
+    v.assign(weights[v.path])
+  layers = [model.get_layer(f"{side}_symbol_dropout") for side in ("source", "target")]
+  states = [layer.seed_generator.state.numpy() for layer in layers]
+  src = tf.constant(np.tile(SRC, [4, 1]))
+  tgt = np.tile(TGT, [4, 1])
+  dropped_src = layers[0](src, training=True).numpy()
+  dropped_dec = layers[1](tf.constant(np.pad(tgt, [[0, 0], [1, 0]])[:, :-1]), training=True).numpy()
+  assert (dropped_src != src.numpy()).any() and (dropped_dec[:, 1:] != tgt[:, :-1]).any()
+  for layer, state in zip(layers, states):
+    layer.seed_generator.state.assign(state)
+  trained = model({"inputs": src, "targets": tf.constant(tgt)}, training=True).numpy()
+  # targets whose right shift is the dropped decoder input (its first position is PAD_ID anyway).
+  fed = np.concatenate([dropped_dec[:, 1:], tgt[:, -1:]], axis=1)
+  np.testing.assert_allclose(trained, logits_of(plain, dropped_src, fed), rtol=1e-5, atol=1e-5)
+  assert not np.allclose(trained, logits_of(plain, src.numpy(), tgt), atol=1e-3)
+  np.testing.assert_allclose(logits_of(model, src.numpy(), tgt), logits_of(plain, src.numpy(), tgt),
+                             rtol=1e-6, atol=1e-6)

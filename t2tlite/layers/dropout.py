@@ -14,10 +14,14 @@ unit is dropped when its draw is below round(rate * 2^16): the rate is exact to
 cost half. Kept units are scaled by 1 / (1 - rate), as the paper's inverted
 dropout. Other backends keep Keras's own dropout (JAX draws float32 uniforms
 inside its compiled step, where they are cheap).
+
+`SymbolDropout` is tensor2tensor's `symbol_dropout`: whole tokens, not units.
 """
 
 import keras
 from keras import ops
+
+from t2tlite.constants import PAD_ID
 
 _BITS = 16
 
@@ -52,3 +56,36 @@ def keep_mask(x, rate, seed):
   if x.shape[-1] is None or x.shape[-1] % 2:  # Every dropout site of the model has an even width.
     draws = draws[:size]
   return tf.reshape(draws, tf.shape(x)) >= threshold
+
+
+class SymbolDropout(keras.layers.Layer):
+  """In training, each real token id becomes PAD_ID with probability `rate` (t2t's symbol_dropout).
+
+  tensor2tensor's symbol modality turns dropped ids into its pad id 0, unscaled,
+  before the embedding lookup (`dropout_no_scaling` in `bottom_simple`), on the
+  source and on the target side. A dropped source token then counts as padding
+  wherever padding is read from the ids: t2t reads the encoder's padding from
+  all-zero embeddings, here `padding_mask` reads it from the dropped ids, so the
+  word leaves the encoder's and the decoder's attention alike. A dropped decoder
+  input reads PAD_ID's embedding row, this model's start symbol (t2t's pad row
+  is zero). Labels and loss are never touched. Written in keras.random: every
+  backend; a pure function of the layer's seed state and the ids' shape.
+  """
+
+  def __init__(self, rate, seed=None, **kwargs):
+    super().__init__(**kwargs)
+    self.rate = rate
+    self.seed_generator = keras.random.SeedGenerator(seed)
+    self.built = True
+
+  def call(self, ids, training=False):
+    if not training or self.rate <= 0.0:
+      return ids
+    draws = keras.random.uniform(ops.shape(ids), seed=self.seed_generator)
+    return ops.where(ops.greater_equal(draws, self.rate), ids, ops.cast(PAD_ID, ids.dtype))
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    return {**super().get_config(), "rate": self.rate}

@@ -25,7 +25,7 @@ from keras import ops
 from t2tlite.constants import PAD_ID
 from t2tlite.hparams_record import HParams, HParamsError
 from t2tlite.layers.attention import packed_attention_masks, padding_mask
-from t2tlite.layers.dropout import Dropout
+from t2tlite.layers.dropout import Dropout, SymbolDropout
 from t2tlite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                       SinusoidalPositionEncoding)
 from t2tlite.layers.transformer_layers import DecoderLayer, EncoderLayer
@@ -101,6 +101,12 @@ class Transformer(keras.Model):
 
     source_position = positions("source_position")
     target_position = positions("target_position")
+    # Whole tokens dropped (t2t's symbol_dropout); no layer at 0, so models without it keep
+    # their variables and checkpoints.
+    source_symbols = target_symbols = None
+    if hp.symbol_dropout:
+      source_symbols = SymbolDropout(hp.symbol_dropout, name="source_symbol_dropout")
+      target_symbols = SymbolDropout(hp.symbol_dropout, name="target_symbol_dropout")
     source_dropout = Dropout(hp.dropout, dtype=dtype, name="source_dropout")
     target_dropout = Dropout(hp.dropout, dtype=dtype, name="target_dropout")
     encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
@@ -120,6 +126,7 @@ class Transformer(keras.Model):
     inputs = keras.Input(shape=(None,), dtype="int32", name="inputs")
     targets = keras.Input(shape=(None,), dtype="int32", name="targets")
     features = {"inputs": inputs, "targets": targets}
+    source_ids = source_symbols(inputs) if source_symbols else inputs
     if hp.packed_batches:  # Several pairs per row: segment ids and per-pair positions.
       features.update({name: keras.Input(shape=(None,), dtype="int32", name=name)
                        for name in PACKED_FEATURES})
@@ -128,12 +135,14 @@ class Transformer(keras.Model):
       source_positions = features["inputs_position"]
       target_positions = features["targets_position"]
       decoder_inputs = shift_right_packed(targets, target_positions)
-    else:
-      memory_mask = padding_mask(inputs, PAD_ID)  # [b, 1, 1, s] bool
+    else:  # Dropped source symbols are padding here too, as in t2t (SymbolDropout).
+      memory_mask = padding_mask(source_ids, PAD_ID)  # [b, 1, 1, s] bool
       encoder_mask, decoder_mask = memory_mask, None
       source_positions = target_positions = None
       decoder_inputs = shift_right(targets)
-    x = source_dropout(source_position(source_embedding(inputs), positions=source_positions))
+    if target_symbols:
+      decoder_inputs = target_symbols(decoder_inputs)
+    x = source_dropout(source_position(source_embedding(source_ids), positions=source_positions))
     for layer in encoder_layers:
       x = layer(x, padding_mask=encoder_mask)
     memory = encoder_norm(x) if prenorm else x
