@@ -66,7 +66,8 @@ class SymbolDropout(keras.layers.Layer):
   source and on the target side. A dropped source token then counts as padding
   wherever padding is read from the ids: t2t reads the encoder's padding from
   all-zero embeddings, here `padding_mask` reads it from the dropped ids, so the
-  word leaves the encoder's and the decoder's attention alike. A dropped decoder
+  word leaves the encoder's and the decoder's attention alike (packed rows take
+  their masks from segment ids, as t2t's do, so there it stays). A dropped decoder
   input reads PAD_ID's embedding row, this model's start symbol (t2t's pad row
   is zero). Labels and loss are never touched. Written in keras.random: every
   backend; a pure function of the layer's seed state and the ids' shape.
