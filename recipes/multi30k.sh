@@ -22,7 +22,9 @@
 # each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the
 # paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's
 # setting). A best alpha at the grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps
-# further while it keeps winning.
+# further while it keeps winning. DECODE_EXTRA_LENGTHS=50,20,10 adds the longest output
+# (source + N tokens) to the grid, the paper's 50 first: at large alphas a few decodes run
+# on, repeating phrases, towards +50 (recipes/choose_decode.py --extra_lengths).
 # With the winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased,
 # detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
@@ -113,6 +115,8 @@ else  # One core each, round robin over the cores this process may use; all at o
 fi
 LAST_FLAGS=()
 [ "${DECODE_LAST_CHECKPOINT:-0}" = 0 ] || LAST_FLAGS=(--last_checkpoint="$RUNS")
+LENGTH_FLAGS=(--decode_hparams=extra_length=50)  # The paper's input + 50.
+[ -z "${DECODE_EXTRA_LENGTHS:-}" ] || LENGTH_FLAGS=(--extra_lengths="$DECODE_EXTRA_LENGTHS")
 CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
   "${AVG_DIRS[@]}" ${LAST_FLAGS[@]+"${LAST_FLAGS[@]}"})
 readarray -t CANDIDATES <<< "$CANDIDATES"
@@ -123,7 +127,7 @@ for CANDIDATE in "${CANDIDATES[@]}"; do
   ${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
     --data_dir="$OUT/data" --output_dir="$RUNS" --checkpoint_path="$CANDIDATE" \
     --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
-    --decode_hparams=extra_length=50 --lines="${DEV_LINES:-0}" \
+    "${LENGTH_FLAGS[@]}" --lines="${DEV_LINES:-0}" \
     --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" --output_json="$CHOICE" > /dev/null
   CHOICES+=("$CHOICE")
 done

@@ -24,9 +24,10 @@ def test_length_ratio_counts_whitespace_tokens():
   assert choose_decode.length_ratio(["a b", "c"], ["a b c", "d e f"]) == pytest.approx(3 / 6)
 
 
-def run_choice(tiny_run, output_json, capsys, alphas="0.6,1.0", **extra):
+def run_choice(tiny_run, output_json, capsys, alphas="0.6,1.0", decode_hparams="extra_length=5",
+               **extra):
   argv = ["--problem=algorithmic_reverse", f"--output_dir={tiny_run.output_dir}",
-          "--beam_sizes=1,2", f"--alphas={alphas}", "--decode_hparams=extra_length=5",
+          "--beam_sizes=1,2", f"--alphas={alphas}", f"--decode_hparams={decode_hparams}",
           "--lines=12", f"--output_json={output_json}"]
   argv += [f"--{k}={v}" for k, v in extra.items()]
   assert choose_decode.main(argv) == 0
@@ -113,7 +114,8 @@ def test_the_edge_is_extended_while_it_wins_and_stops_where_a_dense_search_peaks
   def value(beam_size, alpha):
     return -abs(alpha - peak) + (0.5 if beam_size == 4 else 0.0)
   tried = []
-  def score(beam_size, alpha):
+  def score(beam_size, alpha, extra_length):
+    assert extra_length is None  # A grid without --extra_lengths.
     tried.append((beam_size, alpha))
     point = grid_point(beam_size, alpha, value(beam_size, alpha))
     point["order"] = len(points)
@@ -155,3 +157,63 @@ def test_extend_alphas_decodes_the_winning_beam_one_step_past_the_edge(tiny_run,
   assert printed == choose_decode.best(report["points"], "exact_match")["decode_hparams"]
   with pytest.raises(choose_decode.ChoiceError, match="--extend_alphas=-1"):
     run_choice(tiny_run, out, capsys, alphas="0.6", extend_alphas=-1)
+
+
+def test_point_names_carry_the_extra_length_only_in_an_extra_lengths_grid():
+  assert choose_decode.point_name(4, 0.6) == "b4.a0.6"
+  assert choose_decode.point_name(8, 1.6, 20) == "b8.a1.6.x20"
+  assert choose_decode.point_name(8, 1.0, 0) == "b8.a1.x0"
+
+
+def test_the_edge_is_extended_along_the_winners_extra_length_only():
+  """Two lines of the grid, +50 and +10, each single-peaked in alpha: the search goes past
+  the edge of the winning line only, and finds what a brute-force search of that line finds;
+  the other line's edge (also its best) is never extended."""
+  peaks, bonus = {50: 2.0, 10: 1.5}, {50: 0.0, 10: 0.3}
+  def value(extra_length, alpha):
+    return -abs(alpha - peaks[extra_length]) + bonus[extra_length]
+  def make(beam_size, alpha, extra_length, order):
+    return {"name": choose_decode.point_name(beam_size, alpha, extra_length),
+            "beam_size": beam_size, "alpha": alpha, "extra_length": extra_length,
+            "metrics": {"bleu": value(extra_length, alpha)}, "order": order}
+  points = [make(4, a, x, i) for i, (x, a) in
+            enumerate((x, a) for x in (50, 10) for a in (0.6, 0.8, 1.0))]
+  tried = []
+  def score(beam_size, alpha, extra_length):
+    tried.append((beam_size, alpha, extra_length))
+    return make(beam_size, alpha, extra_length, len(points))
+  chosen = choose_decode.extend_at_edge(points, "bleu", score, 0.2, 5)
+  lattice = [round(0.6 + 0.2 * i, 6) for i in range(8)]
+  best_alpha = {x: max(lattice, key=lambda a: (value(x, a), -a)) for x in (50, 10)}
+  expected = max((value(x, best_alpha[x]), x) for x in (50, 10))[1]
+  assert expected == 10 and best_alpha[10] == 1.4  # 0.3 above the +50 line's peak.
+  assert (chosen["extra_length"], chosen["alpha"]) == (10, 1.4)
+  assert tried == [(4, 1.2, 10), (4, 1.4, 10), (4, 1.6, 10)]
+
+
+def test_extra_lengths_are_a_grid_dimension_and_bound_every_decode(tiny_run, tmp_path, capsys):
+  """--extra_lengths=5,0: every (beam, alpha) at +5, then at +0, the first listed first; each
+  point scored on its own decodes, and no decode at +0 longer than its source."""
+  from t2tlite import registry
+  from t2tlite.metrics import scoring
+  out = str(tmp_path / "choice.json")
+  printed = run_choice(tiny_run, out, capsys, decode_hparams="", extra_lengths="5,0")
+  report = json.load(open(out))
+  assert [p["name"] for p in report["points"]] == [
+      f"b{b}.a{a}.x{x}" for x in (5, 0) for b in (1, 2) for a in ("0.6", "1")]
+  sources, references = registry.problem("algorithmic_reverse").eval_text("dev", None)
+  for p in report["points"]:
+    assert p["decode_hparams"].startswith(f"extra_length={p['extra_length']},beam_size=")
+    with open(os.path.join(tmp_path, f"choice.{p['name']}.txt")) as f:
+      decodes = f.read().splitlines()
+    assert p["metrics"] == pytest.approx(scoring.score(decodes, references[:12],
+                                                       ("exact_match", "bleu")))
+    if p["extra_length"] == 0:
+      assert all(len(d.split()) <= len(s.split()) for d, s in zip(decodes, sources))
+  chosen = choose_decode.best(report["points"], "exact_match")
+  assert printed == report["decode_hparams"] == chosen["decode_hparams"]
+  with pytest.raises(choose_decode.ChoiceError, match="both set extra_length"):
+    run_choice(tiny_run, str(tmp_path / "other.json"), capsys, extra_lengths="5,0")
+  with pytest.raises(choose_decode.ChoiceError, match="--extra_lengths=.*0 or more"):
+    run_choice(tiny_run, str(tmp_path / "other.json"), capsys, decode_hparams="",
+               extra_lengths="5,-1")

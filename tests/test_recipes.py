@@ -79,19 +79,26 @@ def check_training(out, name, last_n=2):
   assert csv_steps(os.path.join(out, f"curves.{name}.eval.bleu.csv")) == [2, 4]
 
 
-def check_grid(choice):
-  """One candidate's dev grid: the first DEV_LINES of dev, the edge extended while it wins."""
+def check_grid(choice, extra_lengths=(None,)):
+  """One candidate's dev grid: the first DEV_LINES of dev, each extra length's line of alphas
+  in turn, then the winning line's edge extended while it wins."""
   points = choice["points"]
-  tried = [(p["beam_size"], p["alpha"]) for p in points]
-  assert tried[:2] == [(4, 0.6), (4, 1.0)]
+  line = lambda p: (p.get("extra_length"), p["beam_size"])
+  tried = [line(p) + (p["alpha"],) for p in points]
+  grid = [(x, 4, a) for x in extra_lengths for a in (0.6, 1.0)]
+  assert tried[:len(grid)] == grid
   assert choice["key"]["lines"] == 4 and choice["key"]["split"] == "dev"
-  # Past the grid, one more alpha (a grid step of 0.4 further) only while the edge wins, 2 at most.
-  assert tried[2:] == [(4, 1.4), (4, 1.8)][:len(tried) - 2]
+  # Past the grid, one more alpha (a grid step of 0.4 further) on the winner's line, only
+  # while that line's edge wins, 2 at most.
   bleus = [p["metrics"]["bleu"] for p in points]
-  for n in range(2, len(points) + 1):
+  for n in range(len(grid), len(points) + 1):
     prefix = bleus[:n]
-    edge_won = prefix.index(max(prefix)) == n - 1
-    assert edge_won == (n < len(points)) or n == 4
+    winner = points[prefix.index(max(prefix))]  # A tie: the point listed first.
+    edge = max(p["alpha"] for p in points[:n] if line(p) == line(winner))
+    extends = winner["alpha"] == edge and n - len(grid) < 2
+    assert extends == (n < len(points))
+    if extends:
+      assert tried[n] == line(winner) + (round(edge + 0.4, 6),)
   chosen = points[bleus.index(max(bleus))]
   assert choice["decode_hparams"] == chosen["decode_hparams"]
   return chosen
@@ -100,15 +107,19 @@ def check_grid(choice):
 # en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
 # names, with two candidate averages (the last 1, the best 2 by dev perplexity: AVERAGE_BEST_N)
 # for dev to choose between, and the last checkpoint asked for as well (DECODE_LAST_CHECKPOINT),
-# which the last-1 average already is, so it is not decoded again; en-fr repeats it with
-# another language, the recipe's default set and its last-2 average alone: slow.
-@pytest.mark.parametrize("script, lang, hparams_set, best_n", [
-    ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2),
-    pytest.param("multi30k_enfr.sh", "fr", None, 0, marks=pytest.mark.slow)])
-def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shared_dir):
+# which the last-1 average already is, so it is not decoded again, each decoded at two longest
+# outputs (DECODE_EXTRA_LENGTHS); en-fr repeats it with another language, the recipe's default
+# set, its last-2 average alone and the paper's +50 alone: slow.
+@pytest.mark.parametrize("script, lang, hparams_set, best_n, extra_lengths", [
+    ("multi30k_ende.sh", "de", "transformer_multi30k_wide", 2, (50, 3)),
+    pytest.param("multi30k_enfr.sh", "fr", None, 0, None, marks=pytest.mark.slow)])
+def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, extra_lengths, tmp_path,
+                               shared_dir):
   raw = os.path.join(shared_dir, "data", "multi30k")
   out = str(tmp_path / "run")
   chosen_set = {"HPARAMS_SET": hparams_set} if hparams_set else {}
+  if extra_lengths:
+    chosen_set["DECODE_EXTRA_LENGTHS"] = ",".join(map(str, extra_lengths))
   last_n = 1 if best_n else 2
   proc = run_recipe(script, out, raw, cwd=str(tmp_path), AVERAGE_BEST_N=str(best_n),
                     AVERAGE_LAST_N=str(last_n), DECODE_LAST_CHECKPOINT=str(int(bool(best_n))),
@@ -120,7 +131,7 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
              for c in candidates}
   assert sorted(f for f in os.listdir(out) if f.startswith("dev_choice.") and
                 f.endswith(".json")) == [f"dev_choice.{c}.ckpt-4.json" for c in candidates]
-  best_points = {c: check_grid(choice) for c, choice in choices.items()}
+  best_points = {c: check_grid(choice, extra_lengths or (None,)) for c, choice in choices.items()}
   scores = [best_points[c]["metrics"]["bleu"] for c in candidates]
   decoded_from = candidates[scores.index(max(scores))]
   picked = json.load(open(os.path.join(out, "average_choice.json")))
@@ -129,6 +140,7 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, tmp_path, shar
   test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
   assert len(test_decode) == 1
   assert f"alpha={best_points[decoded_from]['alpha']}," in test_decode[0]
+  assert (f"extra_length={best_points[decoded_from].get('extra_length', 50)}," in test_decode[0])
   assert f"/train/{decoded_from}/ckpt-4 (" in test_decode[0]
   if best_n:  # Both evaluations kept, their dev perplexities those of the TensorBoard curve.
     record = json.load(open(os.path.join(out, "train", "averaged_best", "ckpt-4.json")))
