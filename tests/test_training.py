@@ -123,7 +123,15 @@ def test_train_seconds_bounds_the_run_across_resumes(tmp_path, monkeypatch):
   clock = _FakeClock()
   monkeypatch.setattr(trainer_module.time, "time", clock)
 
+  evaluated = []
+  real_evaluate = trainer_module.Trainer.evaluate
+  def recording_evaluate(self, step):
+    evaluated.append(step)
+    return real_evaluate(self, step)
+  monkeypatch.setattr(trainer_module.Trainer, "evaluate", recording_evaluate)
+
   def run(seconds):
+    evaluated.clear()
     trainer = tiny_trainer(tmp_path / "timed", 100, train_seconds=seconds, eval_decode=False)
     trainer.train_iterator = _TimedBatches(trainer.train_iterator, clock)
     trainer.train()
@@ -131,10 +139,12 @@ def test_train_seconds_bounds_the_run_across_resumes(tmp_path, monkeypatch):
 
   first = run(45)  # 10 s per step: 40 s after step 4 (< 45), 50 s after step 5.
   assert first.step == 5 and first.manager.latest_checkpoint.endswith("ckpt-5")
-  assert float(first.seconds_trained.numpy()) == 50.0
-  assert run(45).step == 5  # The same command again: the budget is already spent.
+  assert float(first.seconds_trained.numpy()) == 50.0 and evaluated[-1] == 5
+  # The same command again: the budget is already spent, and step 5's evaluation is logged.
+  assert run(45).step == 5 and evaluated == []
   longer = run(75)  # Resumes with 50 s spent: steps 6, 7, 8 (80 s).
   assert longer.step == 8 and float(longer.seconds_trained.numpy()) == 80.0
+  assert evaluated[-1] == 8
 
 
 @pytest.mark.parametrize("decay_steps", [0, 2])

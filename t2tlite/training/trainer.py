@@ -359,7 +359,9 @@ class Trainer:
     elif opts.warm_start_from:
       logging.info("%s holds checkpoints: resuming at step %d; --warm_start_from=%s is only "
                    "read by a new run", self.output_dir, step, opts.warm_start_from)
-    finished_before = step >= opts.train_steps  # A rerun of a finished run trains nothing.
+    # A rerun of a finished run trains nothing: its steps, or its --train_seconds, are spent.
+    time_spent = bool(opts.train_seconds) and self._seconds_before >= opts.train_seconds
+    finished_before = step >= opts.train_steps or time_spent
     if step == 0 and self._logged["train"] < 0 and tf is not None:
       with self.train_writer.as_default(step=0):
         tf.summary.text("hparams", "```\n" + json.dumps(self.hparams.to_dict(), indent=2) + "\n```")
@@ -426,8 +428,10 @@ class Trainer:
       logging.info("%s; stopped at step %d of %d", self.best.stop_reason(), step,
                    opts.train_steps)
     elif finished_before and self._logged["eval"] >= step:
-      logging.info("step %d >= --train_steps=%d: nothing to train; the evaluation at step %d is "
-                   "already in TensorBoard", step, opts.train_steps, step)
+      spent = (f"--train_seconds={opts.train_seconds} spent" if time_spent else
+               f">= --train_steps={opts.train_steps}")
+      logging.info("step %d %s: nothing to train; the evaluation at step %d is already in "
+                   "TensorBoard", step, spent, step)
     else:
       last_eval = self.evaluate(step)
     if (opts.average_last_n or opts.average_best_n) and self.is_chief:
