@@ -360,7 +360,7 @@ class Trainer:
       logging.info("%s holds checkpoints: resuming at step %d; --warm_start_from=%s is only "
                    "read by a new run", self.output_dir, step, opts.warm_start_from)
     # A rerun of a finished run trains nothing: its steps, or its --train_seconds, are spent.
-    time_spent = bool(opts.train_seconds) and self._seconds_before >= opts.train_seconds
+    time_spent = self._time_budget_spent()
     finished_before = step >= opts.train_steps or time_spent
     if step == 0 and self._logged["train"] < 0 and tf is not None:
       with self.train_writer.as_default(step=0):
@@ -549,11 +549,16 @@ class Trainer:
     started, before = getattr(self, "_clock", (time.time(), self._seconds_before))
     return before + time.time() - started
 
-  def _out_of_time(self) -> bool:
+  def _time_budget_spent(self) -> bool:
+    """Whether --train_seconds (if set) is used up, resumes included."""
     budget = self.options.train_seconds
-    if not budget or self._seconds_trained() < budget:
+    return bool(budget) and self._seconds_trained() >= budget
+
+  def _out_of_time(self) -> bool:
+    if not self._time_budget_spent():
       return False
-    logging.info("--train_seconds=%d reached at step %d (%s of training)", budget, self.step,
+    logging.info("--train_seconds=%d reached at step %d (%s of training)",
+                 self.options.train_seconds, self.step,
                  progress.format_duration(self._seconds_trained()))
     return True
 
