@@ -134,6 +134,72 @@ def test_cli_user_errors_are_one_line(tmp_path):
                  "no checkpoint found")
 
 
+def test_named_steps_average_to_their_numpy_mean_where_asked(tiny_run, tmp_path):
+  """A window chosen after the run: every other checkpoint, not the last N."""
+  run_dir_, chosen = tiny_run.output_dir, tiny_run.steps[-7::3]  # Three, two apart.
+  assert len(chosen) == 3 and chosen[-1] == tiny_run.steps[-1]
+  target = str(tmp_path / "windows" / f"ckpt-{chosen[-1]}")
+  named = ",".join(str(step) for step in chosen[::-1])  # In any order.
+  proc = run("t2t-avg-all", f"--output_dir={run_dir_}", f"--steps={named}",
+             f"--output_path={target}")
+  assert proc.stdout.splitlines() == [target]
+  assert json.load(open(target + ".json")) == {
+      "n": 3, "checkpoints": [f"ckpt-{s}" for s in chosen], "steps": chosen}
+  averaged = checkpoint_values(target)
+  means = _means(run_dir_, chosen)
+  for key, mean in means.items():
+    np.testing.assert_array_equal(averaged[key], mean, err_msg=key)
+  newest = checkpoint_values(os.path.join(run_dir_, f"ckpt-{chosen[-1]}"))
+  for key in set(averaged) - set(means):  # RNG states: the newest named checkpoint's.
+    np.testing.assert_array_equal(averaged[key], newest[key], err_msg=key)
+  model, loaded = run_dir.load_model(run_dir_, target)  # As t2t-decoder loads it.
+  assert loaded == target
+  for w in model.weights:
+    np.testing.assert_array_equal(w.numpy(), means[checkpoint_key(w)], err_msg=w.path)
+  # Another window is not the last 3, so the two averages differ.
+  last3 = checkpoint_values(averaging.averaged_path(run_dir_, chosen[-1]))
+  assert any(not np.array_equal(last3[k], averaged[k]) for k in means)
+
+  with pytest.raises(run_dir.RunDirError, match="exists; pass --overwrite"):
+    averaging.average_steps(run_dir_, chosen[:2], target)
+  averaging.average_steps(run_dir_, chosen[:2], target, overwrite=True)
+  assert json.load(open(target + ".json"))["steps"] == chosen[:2]
+
+
+def test_named_steps_refuse_what_would_mix_or_mislead(tiny_run, tmp_path):
+  run_dir_, steps = tiny_run.output_dir, tiny_run.steps
+  ok = str(tmp_path / "w" / "ckpt-1")
+  absent = steps[-1] + 1
+  with pytest.raises(run_dir.RunDirError,
+                     match=rf"holds no checkpoint of step {absent} \(it holds {steps[0]}, "):
+    averaging.average_steps(run_dir_, [steps[-1], absent], ok)
+  with pytest.raises(run_dir.RunDirError, match=f"step {steps[-1]} named twice"):
+    averaging.average_steps(run_dir_, [steps[-1], steps[-2], steps[-1]], ok)
+  for where, owner in (("", "the run's own checkpoints"), ("averaged", "the trainer's averaged/"),
+                       ("averaged_best", "the trainer's averaged_best/"),
+                       ("best", "the trainer's best/")):
+    inside = os.path.join(run_dir_, where, "ckpt-99")
+    with pytest.raises(run_dir.RunDirError, match=f"would sit among {owner}"):
+      averaging.average_steps(run_dir_, steps[-2:], inside)
+  for directory in (str(tmp_path) + os.sep, str(tmp_path)):
+    with pytest.raises(run_dir.RunDirError, match="names a directory"):
+      averaging.average_steps(run_dir_, steps[-2:], directory)
+  assert not os.path.exists(os.path.join(run_dir_, "ckpt-99.index"))
+  assert not os.path.exists(ok + ".index")
+
+
+def test_named_steps_cli_user_errors_are_one_line(tiny_run, tmp_path):
+  base = [f"--output_dir={tiny_run.output_dir}"]
+  out = f"--output_path={tmp_path / 'w' / 'ckpt-1'}"
+  for args, fragment in (
+      (["--steps=20,40", "--best", out], "drop --best"),
+      (["--steps=20,40"], "--output_path=DIR/ckpt-N"),
+      ([out], "--output_path: only with --steps"),
+      (["--steps=20,forty", out], "--steps=20,forty: a comma-separated list of steps"),
+      (["--steps=20,999999", out], "no checkpoint of step 999999")):
+    one_line_error(run("t2t-avg-all", *base, *args, check=False), fragment)
+
+
 # Dev loss by step for the best-N run: the 3 best are steps 4, 8 and 12 (not the last 3).
 BEST_SCRIPT = {2: 3.0, 4: 1.0, 6: 2.5, 8: 1.5, 10: 4.0, 12: 2.0, 14: 5.0}
 

@@ -14,22 +14,26 @@ the N checkpoints with the best dev metric that `--keep_best` held in best/
 (`--average_best_n`, keep_best.py), written to `averaged_best/ckpt-<newest
 step averaged>`: a run that over-fits before its budget ends has its best
 checkpoints well before its last ones. Which checkpoints those are is the dev
-set's choice, so test stays untouched.
+set's choice, so test stays untouched. `average_steps` averages exactly the
+checkpoints the caller names (tensor2tensor's avg_checkpoints.py
+--checkpoints), for a window chosen after the run, into a path outside the
+directories the trainer writes.
 
 Checkpoints are read by restoring them into the run's model (rebuilt from
 hparams.json), not by rebuilding checkpoint keys, so each one is checked to
 hold every model variable exactly as `t2t-decoder` will later check it.
 """
 
+import collections
 import json
 import os
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 from absl import logging
 
 from t2tlite import files
 from t2tlite.progress import Progress
-from t2tlite.training import checkpoint_manifest, run_dir
+from t2tlite.training import checkpoint_manifest, keep_best, run_dir
 
 AVERAGED_DIR = "averaged"
 AVERAGED_BEST_DIR = "averaged_best"
@@ -64,7 +68,6 @@ def averaged_path(output_dir: str, step: int, best: bool = False) -> str:
 
 def _best_checkpoints(output_dir: str, n: int) -> Tuple[List[str], dict]:
   """The `n` best checkpoints best/ holds, oldest first, and what the json records of them."""
-  from t2tlite.training import keep_best
   metric, kept = keep_best.kept_checkpoints(output_dir)
   kept = kept[:n]
   if not kept:
@@ -100,8 +103,7 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
   """
   if n < 1:
     raise ValueError(f"n={n}: average at least 1 checkpoint")
-  if not os.path.isdir(output_dir):
-    raise run_dir.RunDirError(f"--output_dir={output_dir}: no such directory")
+  _require_run_dir(output_dir)
   if best:
     paths, selection = _best_checkpoints(output_dir, n)
   else:
@@ -111,16 +113,73 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
   if len(paths) < n:
     logging.warning("%s holds %d %scheckpoints, fewer than n=%d: averaging all of them",
                     output_dir, len(paths), "best " if best else "", n)
+  target = averaged_path(output_dir, checkpoint_manifest.step_of(paths[-1]), best=best)
+  if checkpoint_manifest.checkpoint_files(target) and not overwrite and keep_existing:
+    logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", target)
+    return target
+  return _write_average(output_dir, paths, target, n, selection, overwrite)
+
+
+def average_steps(output_dir: str, steps: Sequence[int], output_path: str,
+                  overwrite: bool = False) -> str:
+  """Averages exactly the run's checkpoints at `steps` into `output_path`; returns it.
+
+  For a window chosen after the run (tensor2tensor's avg_checkpoints.py
+  --checkpoints, fairseq's --inputs): the N best by another dev metric, a
+  wider tail. The result is written where asked, never into the run's own
+  directory beside its checkpoints (the trainer's averaged/ keeps the last
+  N), and an existing one is replaced only with `overwrite`; the json beside
+  it records the steps, as average_checkpoints' does.
+
+  Raises run_dir.RunDirError (one line for the user) for a step the run holds
+  no checkpoint of, a repeated step, or a forbidden or existing output_path.
+  """
+  _require_run_dir(output_dir)
+  if not steps:
+    raise ValueError("steps: name at least 1 checkpoint")
+  repeated = [step for step, count in collections.Counter(steps).items() if count > 1]
+  if repeated:
+    raise run_dir.RunDirError(f"--steps: step {repeated[0]} named twice")
+  held = {checkpoint_manifest.step_of(p): p for p in available_checkpoints(output_dir)}
+  missing = [s for s in steps if s not in held]
+  if missing:
+    raise run_dir.RunDirError(
+        f"--steps: {output_dir} holds no checkpoint of step {missing[0]} (it holds "
+        f"{', '.join(str(s) for s in sorted(held)) or 'none'})")
+  _check_output_path(output_dir, output_path)
+  paths = [held[s] for s in sorted(steps)]
+  return _write_average(output_dir, paths, output_path, len(paths), {}, overwrite)
+
+
+def _check_output_path(output_dir: str, output_path: str) -> None:
+  """A checkpoint prefix outside the directories the trainer and its averaging own."""
+  if not os.path.basename(output_path) or os.path.isdir(output_path):
+    raise run_dir.RunDirError(f"--output_path={output_path}: names a directory; give a "
+                              "checkpoint prefix, e.g. DIR/ckpt-N")
+  where = os.path.realpath(os.path.dirname(output_path) or ".")
+  run = os.path.realpath(output_dir)
+  owned = {run: "the run's own checkpoints"}
+  for sub in (AVERAGED_DIR, AVERAGED_BEST_DIR, keep_best.BEST_DIR):
+    owned[os.path.join(run, sub)] = f"the trainer's {sub}/"
+  if where in owned:
+    raise run_dir.RunDirError(f"--output_path={output_path}: would sit among {owned[where]}; "
+                              "name another directory")
+
+
+def _require_run_dir(output_dir: str) -> None:
+  if not os.path.isdir(output_dir):
+    raise run_dir.RunDirError(f"--output_dir={output_dir}: no such directory")
+
+
+def _write_average(output_dir: str, paths: List[str], target: str, n: int, selection: dict,
+                   overwrite: bool) -> str:
+  """Writes the mean of `paths` (oldest first) to `target`, and what was averaged beside it."""
   for path in paths:  # A damaged checkpoint must not slip into the mean.
     status, why = checkpoint_manifest.verify(path)
     if status == "bad":
       raise checkpoint_manifest.CheckpointError(f"{path}: damaged checkpoint ({why}); the "
                                                 "trainer's next start moves it aside")
-  target = averaged_path(output_dir, checkpoint_manifest.step_of(paths[-1]), best=best)
   if checkpoint_manifest.checkpoint_files(target) and not overwrite:
-    if keep_existing:
-      logging.info("%s exists: kept (t2t-avg-all --overwrite replaces it)", target)
-      return target
     raise run_dir.RunDirError(f"{target} exists; pass --overwrite to replace it")
 
   import numpy as np
@@ -142,7 +201,7 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
   for total, w, dtype in zip(sums, weights, dtypes):
     w.assign((total / len(paths)).astype(dtype))
 
-  os.makedirs(os.path.dirname(target), exist_ok=True)
+  os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
   checkpoints.write_model(model, target)
   checkpoint_manifest.write_manifest(target)
   _write_json(target + ".json", {
@@ -151,7 +210,7 @@ def average_checkpoints(output_dir: str, n: int, overwrite: bool = False,
       "steps": [checkpoint_manifest.step_of(p) for p in paths],
       **selection,
   })
-  logging.info("averaged %d %scheckpoints (steps %s) into %s", len(paths), "best " if best else "",
+  logging.info("averaged %d checkpoints (steps %s) into %s", len(paths),
                ", ".join(str(checkpoint_manifest.step_of(p)) for p in paths), target)
   return target
 
