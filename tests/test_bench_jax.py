@@ -85,6 +85,9 @@ def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path):
         expected_flops / run["pipelined_step_s"] / 1e12 / peak, rel=1e-9)
 
 
+# Slow-marked: CI runs the JAX step without TensorFlow (test_jax_bench_runs_...) and the
+# summary's sums from a written trace (test_step_profile_sums_kernels_...).
+@pytest.mark.slow
 @needs_jax
 def test_step_profile_traces_without_tensorflow(tmp_path):
   """bench/jax_step_profile.py trace: the GPU half runs where TensorFlow is not installed and

@@ -123,6 +123,8 @@ def test_damaged_newest_checkpoint_falls_back_and_keeps_older_ones(run_copy, fau
   assert any("resuming from ckpt-4" in w for w in warnings), warnings
   # The damaged files are kept aside, not deleted; ckpt-8 is free to be written again.
   assert os.listdir(os.path.join(run_copy, "corrupt"))
+  if fault != "flip a data byte":
+    return  # What follows the fallback is the same for every fault: trained once (CI time).
   trainer.train()
   # Rotation (keep 3) dropped ckpt-0 only; ckpt-4 is byte for byte what it was.
   assert [checkpoint_manifest.step_of(p) for p in checkpoint_manifest.list_checkpoints(run_copy)] \
