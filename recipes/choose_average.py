@@ -1,11 +1,12 @@
 r"""Chooses on dev which checkpoint average a run decodes test with: the last N, or the best N.
 
   python recipes/choose_average.py candidates OUT/train/averaged OUT/train/averaged_best \
-      [--last_checkpoint=OUT/train]
+      [--last_checkpoint=OUT/train] [--ensemble_with_last=OUT/train]
   # prints each directory's newest average, one per line, skipping an average of the
   # same steps as one already printed (an ensemble's: OUT/train.1/averaged,OUT/train.2/averaged),
   # then, with --last_checkpoint, the run's newest checkpoint itself (an ensemble's:
-  # --last_checkpoint=OUT/train.1,OUT/train.2)
+  # --last_checkpoint=OUT/train.1,OUT/train.2), then, with --ensemble_with_last, each average
+  # and the run's newest checkpoint as one ensemble (AVERAGE,CHECKPOINT)
   python recipes/choose_average.py pick OUT/dev_choice.averaged.ckpt-8326.json \
       OUT/dev_choice.averaged_best.ckpt-5400.json --output_json=OUT/average_choice.json
   # prints two lines: the chosen checkpoint, then its decoding settings for t2t-decoder
@@ -29,13 +30,21 @@ zero by its end (`learning_rate_decay_steps`) is best read from, where
 averaging reaches back to weights trained at a higher rate (docs/results.md,
 sixteenth round). It repeats the last-1 average, so with AVERAGE_LAST_N=1 it
 is printed once.
+
+`--ensemble_with_last` (one run) adds each average decoded together with the
+run's newest checkpoint as one ensemble (t2t-decoder --output_dir=RUN,RUN
+--checkpoint_path=AVERAGE,CHECKPOINT), listed after every single model, which
+wins a tie at half the decoding cost: a snapshot ensemble, both members out of
+the one run's training, so it keeps the run's budget (docs/results.md,
+twenty-second round). An average of that checkpoint alone would be the model
+twice, so it gets none.
 """
 
 import argparse
 import json
 import os
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from t2tlite import cli, errors, files
 from t2tlite.training import averaging, checkpoint_manifest
@@ -58,8 +67,8 @@ def newest_average(directory: str) -> str:
   return newest_checkpoint(directory, kind="averaged ")
 
 
-def distinct_candidates(directories: Sequence[str],
-                        last_checkpoint: Optional[str] = None) -> List[str]:
+def distinct_candidates(directories: Sequence[str], last_checkpoint: Optional[str] = None,
+                        ensemble_with_last: Optional[str] = None) -> List[str]:
   """Each directory's newest average, in order, without repeating an average of the same steps.
 
   A directory may be several, comma-separated (an ensemble's members' averages of one kind):
@@ -67,11 +76,13 @@ def distinct_candidates(directories: Sequence[str],
   takes them; it repeats another when every member's average does. `last_checkpoint` (the
   training directories, comma-separated alike) adds their newest checkpoints, listed last; a
   checkpoint alone holds the steps [its step], as the average of that one checkpoint does.
+  `ensemble_with_last` (one training directory) adds, after those, each distinct average
+  with that run's newest checkpoint, comma-separated: one ensemble.
   """
   kinds = [(directory, True) for directory in directories]
   if last_checkpoint:
     kinds.append((last_checkpoint, False))
-  chosen, seen = [], []
+  chosen, seen, averages = [], [], []
   for directory, averaged in kinds:
     if averaged:
       prefixes = [newest_average(member) for member in directory.split(",")]
@@ -82,7 +93,21 @@ def distinct_candidates(directories: Sequence[str],
     if steps not in seen:
       chosen.append(",".join(prefixes))
       seen.append(steps)
+      if averaged:
+        averages.append((chosen[-1], steps))
+  if ensemble_with_last:
+    chosen += _with_last_checkpoint(averages, ensemble_with_last)
   return chosen
+
+
+def _with_last_checkpoint(averages: Sequence[Tuple[str, List[List[int]]]], run: str) -> List[str]:
+  """Each (average, its steps) of one run, paired with the run's newest checkpoint."""
+  if "," in run or any("," in average for average, _ in averages):
+    raise AverageChoiceError(f"--ensemble_with_last={run}: pairs one run's averages with its "
+                             "newest checkpoint; an ensemble of runs has no one newest")
+  last = newest_checkpoint(run)
+  alone = [[checkpoint_manifest.step_of(last)]]
+  return [f"{average},{last}" for average, steps in averages if steps != alone]
 
 
 def read_choice(path: str) -> Dict:
@@ -122,7 +147,10 @@ def main(argv=None) -> int:
   listing.add_argument("directories", nargs="+")
   listing.add_argument("--last_checkpoint", default=None,
                        help="Training directories (an ensemble's comma-separated) whose newest "
-                            "checkpoint is a candidate too, listed last.")
+                            "checkpoint is a candidate too, listed after the averages.")
+  listing.add_argument("--ensemble_with_last", default=None,
+                       help="One training directory: each average decoded together with its "
+                            "newest checkpoint as one ensemble is a candidate too, listed last.")
   choosing = commands.add_parser("pick", help="The candidate best on dev, and its settings.")
   choosing.add_argument("choices", nargs="+", help="choose_decode.py --output_json files.")
   choosing.add_argument("--output_json", default=None,
@@ -130,7 +158,8 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
 
   if args.command == "candidates":
-    for prefix in distinct_candidates(args.directories, args.last_checkpoint):
+    for prefix in distinct_candidates(args.directories, args.last_checkpoint,
+                                      args.ensemble_with_last):
       print(prefix)
     return 0
   reports = [read_choice(path) for path in args.choices]

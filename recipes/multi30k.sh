@@ -17,8 +17,10 @@
 # last N, the paper's, wins a tie; two averages of the same steps are decoded once);
 # DECODE_LAST_CHECKPOINT=1 adds the last checkpoint alone as one more candidate, listed last
 # (for a run whose rate decays to zero by its end: HPARAMS=...,learning_rate_decay_steps=N
-# with TRAIN_STEPS). Beam size and alpha are chosen on the whole dev set (val, 1014 lines), as
-# the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with
+# with TRAIN_STEPS); DECODE_WITH_LAST=1 adds each average decoded together with the run's last
+# checkpoint as one ensemble, listed after every single model (one model only: ENSEMBLE=1;
+# docs/results.md, twenty-second round). Beam size and alpha are chosen on the whole dev set
+# (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with
 # each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the
 # paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's
 # setting). A best alpha at the grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps
@@ -28,8 +30,9 @@
 # With the winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased,
 # detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
-# Writes OUT_DIR/{dev_choice.AVERAGE_DIR.ckpt-N.json (one per candidate average),
-# average_choice.json, test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
+# Writes OUT_DIR/{dev_choice.AVERAGE_DIR.ckpt-N.json (one per candidate average; with the last
+# checkpoint: dev_choice.AVERAGE_DIR.ckpt-N+train.ckpt-M.json), average_choice.json,
+# test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
 # TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N test and dev
 # sentences. PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
 # score in lowercase, as Multi30k's published systems; the sacreBLEU of test_2016.bleu.json is
@@ -61,6 +64,11 @@ if [ "$MEMBERS" != 1 ]; then
   for ((i = 1; i <= MEMBERS; i++)); do TRAIN_DIRS+=("$OUT/train.$i"); done
 fi
 RUNS=$(IFS=,; echo "${TRAIN_DIRS[*]}")  # t2t-decoder decodes several runs as one ensemble.
+if [ "${DECODE_WITH_LAST:-0}" != 0 ] && [ "$MEMBERS" != 1 ]; then  # Before the hour, not after.
+  echo "multi30k.sh: error: DECODE_WITH_LAST=1 pairs one model's averages with its last" \
+    "checkpoint; ENSEMBLE=$MEMBERS trains several" >&2
+  exit 2
+fi
 # Each candidate average: one directory per member, comma-separated (one for a single model).
 AVG_KINDS=(averaged)  # The paper's first: it wins a tie on dev.
 if [ "$BEST_N" != 0 ]; then
@@ -115,6 +123,10 @@ else  # One core each, round robin over the cores this process may use; all at o
 fi
 LAST_FLAGS=()
 [ "${DECODE_LAST_CHECKPOINT:-0}" = 0 ] || LAST_FLAGS=(--last_checkpoint="$RUNS")
+[ "${DECODE_WITH_LAST:-0}" = 0 ] || LAST_FLAGS+=(--ensemble_with_last="$RUNS")
+candidate_runs() {  # candidate_runs CHECKPOINTS: the run of each, as t2t-decoder's --output_dir.
+  if [ "$MEMBERS" = 1 ] && [ "$1" != "${1%%,*}" ]; then echo "$RUNS,$RUNS"; else echo "$RUNS"; fi
+}
 LENGTH_FLAGS=(--decode_hparams=extra_length=50)  # The paper's input + 50.
 [ -z "${DECODE_EXTRA_LENGTHS:-}" ] || LENGTH_FLAGS=(--extra_lengths="$DECODE_EXTRA_LENGTHS")
 CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
@@ -122,10 +134,15 @@ CANDIDATES=$(${PYTHON:-python} "$(dirname "$0")/choose_average.py" candidates \
 readarray -t CANDIDATES <<< "$CANDIDATES"
 CHOICES=()
 for CANDIDATE in "${CANDIDATES[@]}"; do
-  FIRST=${CANDIDATE%%,*}  # An ensemble's candidate is named after its first member's.
-  CHOICE=$OUT/dev_choice.$(basename "$(dirname "$FIRST")").$(basename "$FIRST").json
+  FIRST=${CANDIDATE%%,*}  # An ensemble's candidate is named after its first member's,
+  NAME=$(basename "$(dirname "$FIRST")").$(basename "$FIRST")
+  LAST=${CANDIDATE##*,}  # and an average with its run's last checkpoint after both.
+  [ "$(candidate_runs "$CANDIDATE")" = "$RUNS" ] ||
+    NAME+=+$(basename "$(dirname "$LAST")").$(basename "$LAST")
+  CHOICE=$OUT/dev_choice.$NAME.json
   ${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
-    --data_dir="$OUT/data" --output_dir="$RUNS" --checkpoint_path="$CANDIDATE" \
+    --data_dir="$OUT/data" --output_dir="$(candidate_runs "$CANDIDATE")" \
+    --checkpoint_path="$CANDIDATE" \
     --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
     "${LENGTH_FLAGS[@]}" --lines="${DEV_LINES:-0}" \
     --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" --output_json="$CHOICE" > /dev/null
@@ -145,8 +162,8 @@ else
   SOURCE=(--decode_split=test)
   REFERENCE=$RAW/test_2016_flickr.$LANG_TGT.gz
 fi
-t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" --output_dir="$RUNS" \
-  --checkpoint_path="$CHECKPOINT" "${SOURCE[@]}" \
+t2t-decoder --problem=$PROBLEM --data_dir="$OUT/data" \
+  --output_dir="$(candidate_runs "$CHECKPOINT")" --checkpoint_path="$CHECKPOINT" "${SOURCE[@]}" \
   --decode_to_file="$OUT/test_2016.$LANG_TGT" --overwrite --decode_hparams="$DECODE"
 t2t-bleu --translation="$OUT/test_2016.$LANG_TGT" --reference="$REFERENCE" \
   --language="$LANG_TGT" --lowercased_bleu --output_json="$OUT/test_2016.bleu.json"

@@ -105,6 +105,30 @@ def test_an_ensembles_last_checkpoint_is_every_members_newest(tmp_path):
   assert choose_average.distinct_candidates(kinds, runs) == [",".join(averages), ",".join(lasts)]
 
 
+def test_each_average_with_the_last_checkpoint_comes_after_every_single_model(tmp_path, capsys):
+  """--ensemble_with_last pairs each distinct average with the run's newest checkpoint (by step),
+  listed after the averages and the last checkpoint alone; an average of that checkpoint alone
+  would pair the model with itself, so it gets no pair; an ensemble's runs are refused."""
+  run = tmp_path / "train"
+  write_checkpoint(run, 900)
+  last = write_checkpoint(run, 1200)
+  averaged = write_average(run / "averaged", 1200, [1000, 1100, 1200])
+  best = write_average(run / "averaged_best", 1200, [800, 900, 1200])
+  write_average(run / "averaged_twin", 1200, [1000, 1100, 1200])  # The last N's steps again.
+  kinds = [str(run / kind) for kind in ("averaged", "averaged_best", "averaged_twin")]
+  assert choose_average.distinct_candidates(kinds, str(run), str(run)) == [
+      averaged, best, last, f"{averaged},{last}", f"{best},{last}"]
+  assert choose_average.main(["candidates", *kinds, f"--ensemble_with_last={run}"]) == 0
+  assert capsys.readouterr().out.splitlines() == [averaged, best, f"{averaged},{last}",
+                                                  f"{best},{last}"]
+  alone = write_average(run / "averaged", 1300, [1200])
+  assert choose_average.distinct_candidates(kinds[:2], None, str(run)) == [
+      alone, best, f"{best},{last}"]
+  members = f"{run},{tmp_path / 'train.2'}"
+  with pytest.raises(choose_average.AverageChoiceError, match="ensemble_with_last=.*one run"):
+    choose_average.distinct_candidates(kinds[:1], None, members)
+
+
 def test_the_highest_dev_score_wins_and_a_tie_goes_to_the_first_listed(tmp_path, capsys):
   last = write_choice(tmp_path / "last.json", "RUN/averaged/ckpt-1200", [40.1, 41.7, 41.2])
   best = write_choice(tmp_path / "best.json", "RUN/averaged_best/ckpt-900", [40.9, 41.9])

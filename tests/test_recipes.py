@@ -106,8 +106,10 @@ def check_grid(choice, extra_lengths=(None,)):
 
 # en-de stays in CI (one recipe of each kind), trained from the wider set that HPARAMS_SET
 # names, with two candidate averages (the last 1, the best 2 by dev perplexity: AVERAGE_BEST_N)
-# for dev to choose between, and the last checkpoint asked for as well (DECODE_LAST_CHECKPOINT),
-# which the last-1 average already is, so it is not decoded again, at the paper's +50; en-fr
+# for dev to choose between, the last checkpoint asked for as well (DECODE_LAST_CHECKPOINT),
+# which the last-1 average already is, so it is not decoded again, and each average with the
+# last checkpoint as one ensemble (DECODE_WITH_LAST), which only the best-2 average makes (the
+# last-1 is that checkpoint), at the paper's +50; en-fr
 # repeats it with another language, the recipe's default set, its last-2 average alone, decoded
 # at two longest outputs (DECODE_EXTRA_LENGTHS; tests/test_choose_decode.py covers the grid
 # itself in CI): slow.
@@ -122,27 +124,34 @@ def test_multi30k_recipe_smoke(script, lang, hparams_set, best_n, extra_lengths,
   if extra_lengths:
     chosen_set["DECODE_EXTRA_LENGTHS"] = ",".join(map(str, extra_lengths))
   last_n = 1 if best_n else 2
+  flag = str(int(bool(best_n)))
   proc = run_recipe(script, out, raw, cwd=str(tmp_path), AVERAGE_BEST_N=str(best_n),
-                    AVERAGE_LAST_N=str(last_n), DECODE_LAST_CHECKPOINT=str(int(bool(best_n))),
-                    **chosen_set)
-  # Each candidate average had its beam and alpha chosen on dev (its first DEV_LINES); the one
-  # scoring higher there (a tie: the last N, listed first) decoded test with its winner.
-  candidates = ["averaged", "averaged_best"] if best_n else ["averaged"]
-  choices = {c: json.load(open(os.path.join(out, f"dev_choice.{c}.ckpt-4.json")))
-             for c in candidates}
+                    AVERAGE_LAST_N=str(last_n), DECODE_LAST_CHECKPOINT=flag,
+                    DECODE_WITH_LAST=flag, **chosen_set)
+  # Each candidate had its beam and alpha chosen on dev (its first DEV_LINES); the one scoring
+  # higher there (a tie: the one listed first) decoded test with its winner.
+  train = os.path.join(out, "train")
+  candidates = {"averaged.ckpt-4": os.path.join(train, "averaged", "ckpt-4")}
+  if best_n:
+    best = os.path.join(train, "averaged_best", "ckpt-4")
+    candidates.update({"averaged_best.ckpt-4": best, "averaged_best.ckpt-4+train.ckpt-4":
+                       f"{best},{os.path.join(train, 'ckpt-4')}"})
+  choices = {c: json.load(open(os.path.join(out, f"dev_choice.{c}.json"))) for c in candidates}
   assert sorted(f for f in os.listdir(out) if f.startswith("dev_choice.") and
-                f.endswith(".json")) == [f"dev_choice.{c}.ckpt-4.json" for c in candidates]
+                f.endswith(".json")) == sorted(f"dev_choice.{c}.json" for c in candidates)
+  assert [choice["key"]["checkpoint"] for choice in choices.values()] == list(
+      candidates.values())
   best_points = {c: check_grid(choice, extra_lengths or (None,)) for c, choice in choices.items()}
   scores = [best_points[c]["metrics"]["bleu"] for c in candidates]
-  decoded_from = candidates[scores.index(max(scores))]
+  decoded_from = list(candidates)[scores.index(max(scores))]
   picked = json.load(open(os.path.join(out, "average_choice.json")))
-  assert picked["chosen"].endswith(f"/train/{decoded_from}/ckpt-4")
+  assert picked["chosen"] == candidates[decoded_from]
   assert [c["dev"] for c in picked["candidates"]] == scores
   test_decode = [line for line in proc.stderr.splitlines() if "decoding 6 lines with" in line]
   assert len(test_decode) == 1
   assert f"alpha={best_points[decoded_from]['alpha']}," in test_decode[0]
   assert (f"extra_length={best_points[decoded_from].get('extra_length', 50)}," in test_decode[0])
-  assert f"/train/{decoded_from}/ckpt-4 (" in test_decode[0]
+  assert f"with {candidates[decoded_from]} (" in test_decode[0]
   if best_n:  # Both evaluations kept, their dev perplexities those of the TensorBoard curve.
     record = json.load(open(os.path.join(out, "train", "averaged_best", "ckpt-4.json")))
     with open(os.path.join(out, f"curves.multi30k_en{lang}.eval.perplexity.csv")) as f:
@@ -227,6 +236,20 @@ def test_multi30k_recipe_ensemble_stops_every_member_when_one_fails(tmp_path, sh
     time.sleep(1)
   assert survivors == ""
   assert (out / "train.2").read_text() == "not a run directory\n"
+
+
+def test_multi30k_recipe_refuses_the_last_checkpoint_pairing_for_an_ensemble(tmp_path):
+  """DECODE_WITH_LAST pairs one model's averages with its last checkpoint: with ENSEMBLE=2 the
+  recipe says so and exits 2 before it makes data or trains, not after the hour."""
+  env = dict(os.environ, DECODE_WITH_LAST="1", ENSEMBLE="2")
+  proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "multi30k_ende.sh"),
+                         str(tmp_path / "run")], cwd=str(tmp_path), env=env,
+                        capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 2
+  assert proc.stderr.splitlines() == ["multi30k.sh: error: DECODE_WITH_LAST=1 pairs one model's "
+                                      "averages with its last checkpoint; ENSEMBLE=2 trains "
+                                      "several"]
+  assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow
