@@ -20,10 +20,10 @@
 # with TRAIN_STEPS); DECODE_WITH_LAST=1 adds each average decoded together with the run's last
 # checkpoint as one ensemble, listed after every single model (one model only: ENSEMBLE=1;
 # docs/results.md, twenty-second round). Beam size and alpha are chosen on the whole dev set
-# (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of DECODE_BEAMS (4) with
-# each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's 0.6 wins ties), +50 as in the
-# paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6 DECODE_EXTEND_ALPHAS=0 keeps the paper's
-# setting). A best alpha at the grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps
+# (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of
+# DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's 0.6 wins
+# ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6
+# DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps
 # further while it keeps winning. DECODE_EXTRA_LENGTHS=50,20,10 adds the longest output
 # (source + N tokens) to the grid, the paper's 50 first: at large alphas a few decodes run
 # on, repeating phrases, towards +50 (recipes/choose_decode.py --extra_lengths).
