@@ -89,11 +89,25 @@ def group_of(op_type: str, name: str) -> str:
   return "other"
 
 
+def require_profile_reader():
+  """Exits 2 with one line when xprof, the profile's reader, is missing: before the profiling."""
+  import importlib.util
+  if importlib.util.find_spec("xprof") is None:
+    print("step_profile.py: error: reading the profile needs the xprof package "
+          "(pip install xprof)", file=sys.stderr)
+    sys.exit(2)
+
+
+def _tool_data(xplane_paths, tool):
+  """One of xprof's tools (TensorBoard's Profile tab) over the trace, as parsed JSON."""
+  from xprof.convert import raw_to_tool_data
+  data, _ = raw_to_tool_data.xspace_to_tool_data(xplane_paths, tool, {})
+  return json.loads(data)
+
+
 def read_op_stats(xplane_paths):
   """[(op type, op name, self time in microseconds)] of the profile's framework op stats."""
-  from xprof.convert import raw_to_tool_data
-  data, _ = raw_to_tool_data.xspace_to_tool_data(xplane_paths, "framework_op_stats", {})
-  table = json.loads(data)[0]
+  table = _tool_data(xplane_paths, "framework_op_stats")[0]
   columns = [c["id"] for c in table["cols"]]
   rows = [dict(zip(columns, [c.get("v") if c else None for c in r["c"]])) for r in table["rows"]]
   return [(r["type"], r["operation"], float(r["total_self_time"])) for r in rows
@@ -107,9 +121,7 @@ def read_xla_cluster_time(xplane_paths):
   TensorFlow op whose time the framework op statistics leave out; the trace
   viewer's events hold it, as "CpuExecutable::ExecuteAsyncOnStream".
   """
-  from xprof.convert import raw_to_tool_data
-  data, _ = raw_to_tool_data.xspace_to_tool_data(xplane_paths, "trace_viewer", {})
-  events = json.loads(data).get("traceEvents", [])
+  events = _tool_data(xplane_paths, "trace_viewer").get("traceEvents", [])
   total = sum(e.get("dur", 0.0) for e in events
               if e.get("ph") == "X" and e.get("name") == "CpuExecutable::ExecuteAsyncOnStream")
   return [("XLA cluster", "loss (xla_loss)", float(total))] if total else []
@@ -179,6 +191,7 @@ def main():
   parser.add_argument("--logdir", default="", help="keep the trace here (TensorBoard's Profile)")
   parser.add_argument("--output_json", default="")
   args = parser.parse_args()
+  require_profile_reader()
   args.xla = args.xla == "true"
   logdir, paths = profile(args)
   if not paths:
