@@ -23,10 +23,11 @@
 # (val, 1014 lines), as the paper chose its beam 4 / alpha 0.6 on its dev set: each beam of
 # DECODE_BEAMS (4) with each alpha of DECODE_ALPHAS (0.6,0.8,...,1.6; the paper's 0.6 wins
 # ties), +50 as in the paper (recipes/choose_decode.py; DECODE_ALPHAS=0.6
-# DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the grid's edge is followed up to DECODE_EXTEND_ALPHAS (2) steps
-# further while it keeps winning. DECODE_EXTRA_LENGTHS=50,20,10 adds the longest output
-# (source + N tokens) to the grid, the paper's 50 first: at large alphas a few decodes run
-# on, repeating phrases, towards +50 (recipes/choose_decode.py --extra_lengths).
+# DECODE_EXTEND_ALPHAS=0 keeps the paper's setting). A best alpha at the grid's edge is
+# followed up to DECODE_EXTEND_ALPHAS (2) steps further while it keeps winning.
+# DECODE_EXTRA_LENGTHS=50,20,10 adds the longest output (source + N tokens) to the grid, the
+# paper's 50 first: at large alphas a few decodes run on, repeating phrases, towards +50
+# (recipes/choose_decode.py --extra_lengths).
 # With the winner it decodes test_2016_flickr once and scores it: sacreBLEU (cased,
 # detokenized) and the lowercased Moses-tokenized BLEU that Multi30k papers publish.
 # Rerunning resumes from the last checkpoint (and from the dev points already scored).
@@ -136,13 +137,14 @@ CHOICES=()
 for CANDIDATE in "${CANDIDATES[@]}"; do
   FIRST=${CANDIDATE%%,*}  # An ensemble's candidate is named after its first member's,
   NAME=$(basename "$(dirname "$FIRST")").$(basename "$FIRST")
-  LAST=${CANDIDATE##*,}  # and an average with its run's last checkpoint after both.
-  [ "$(candidate_runs "$CANDIDATE")" = "$RUNS" ] ||
+  CANDIDATE_RUNS=$(candidate_runs "$CANDIDATE")
+  if [ "$CANDIDATE_RUNS" != "$RUNS" ]; then  # and an average with its run's last checkpoint
+    LAST=${CANDIDATE##*,}                     # after both.
     NAME+=+$(basename "$(dirname "$LAST")").$(basename "$LAST")
+  fi
   CHOICE=$OUT/dev_choice.$NAME.json
   ${PYTHON:-python} "$(dirname "$0")/choose_decode.py" --problem=$PROBLEM \
-    --data_dir="$OUT/data" --output_dir="$(candidate_runs "$CANDIDATE")" \
-    --checkpoint_path="$CANDIDATE" \
+    --data_dir="$OUT/data" --output_dir="$CANDIDATE_RUNS" --checkpoint_path="$CANDIDATE" \
     --beam_sizes="${DECODE_BEAMS:-4}" --alphas="${DECODE_ALPHAS:-0.6,0.8,1.0,1.2,1.4,1.6}" \
     "${LENGTH_FLAGS[@]}" --lines="${DEV_LINES:-0}" \
     --extend_alphas="${DECODE_EXTEND_ALPHAS:-2}" --output_json="$CHOICE" > /dev/null
