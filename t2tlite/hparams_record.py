@@ -81,7 +81,7 @@ class HParams:
   dtype: str = "float32"  # Keras dtype policy: float32, mixed_bfloat16, or mixed_float16 (with dynamic loss scaling).
   flash_attention: bool = False  # Let Keras use a fused flash-attention kernel where the platform has one (cuDNN, JAX on GPUs); off: the XLA matmul-softmax-matmul, as t2t computes it and 1.9x faster at length 32 on an H200 (bench/README.md).
   xla: str = "auto"  # XLA-compile: "true", "false", or "auto" = train step on GPU/TPU only, decode search always (t2tlite/xla_choice.py).
-  xla_loss: bool = True  # TensorFlow, a train step not compiled whole (xla off, the CPU default): compile its loss over the vocabulary alone with XLA, once per batch shape, which fuses the log-softmax passes (bench/README.md); false: no XLA in that step. JAX compiles the whole step anyway.
+  xla_loss: bool = True  # TensorFlow, a train or eval step not compiled whole (xla off, the CPU default): compile its loss over the vocabulary alone with XLA, once per batch shape, which fuses the log-softmax passes (bench/README.md); false: no XLA in that step. JAX compiles the whole step anyway.
 
   # --- Vocabulary: filled from the problem at run time, saved so decoding rebuilds the same model ---
   input_vocab_size: int = 0  # Source vocabulary size; 0 until the problem sets it.

@@ -8,6 +8,7 @@ nearly blind to the gradient's scale, so a doubled gradient hides in the
 weights but not in the moments).
 """
 
+import collections
 import json
 import os
 import re
@@ -268,6 +269,35 @@ def test_without_xla_the_train_step_relaxes_shapes_after_the_second_trace():
     assert float(sums["tokens"]) == rows * length  # No padding in these rows.
     assert np.isfinite(float(sums["loss"])) and np.isfinite(float(evaluate(batch)["loss"]))
   assert train_step.compilations(step) == 2 and train_step.compilations(evaluate) == 2
+
+
+@pytest.mark.parametrize("xla_loss", [False, True])
+def test_dev_sums_are_the_same_without_the_filler_rows(xla_loss):
+  """Trimmed dev batches (TensorFlow without XLA) score dev exactly as the full-row ones."""
+  hp = tiny_hparams(num_encoder_layers=1, num_decoder_layers=1, xla=False, max_length=24,
+                    batch_size=96, xla_loss=xla_loss)
+  model = Transformer(hp)
+  evaluate = train_step.make_eval_step(model, hp)
+  rng = np.random.default_rng(4)
+  pairs = []
+  for _ in range(40):
+    source, target = rng.integers(3, 20), rng.integers(3, 20)
+    pairs.append({"inputs": np.append(rng.integers(2, hp.input_vocab_size, source - 1), 1),
+                  "targets": np.append(rng.integers(2, hp.target_vocab_size, target - 1), 1)})
+  data = tf.data.Dataset.from_generator(lambda: iter(pairs), output_signature={
+      k: tf.TensorSpec([None], tf.int64) for k in ("inputs", "targets")}).map(
+          lambda ex: {k: tf.cast(v, tf.int32) for k, v in ex.items()})
+
+  def sums(static_shapes):
+    total = collections.Counter()
+    for batch in input_pipeline.evaluation_dataset(data, hp, static_shapes=static_shapes):
+      total.update({k: float(v) for k, v in evaluate(batch).items()})
+    return total
+
+  full, trimmed = sums(True), sums(False)
+  assert full["sequences"] == trimmed["sequences"] == 40
+  for key in train_step.METRIC_KEYS:
+    assert trimmed[key] == pytest.approx(full[key], rel=1e-5), key
 
 
 def test_global_batches_hold_replicas_times_micro_batches_of_one_bucket():

@@ -65,6 +65,27 @@ def test_evaluation_batches_cover_every_example_once_with_static_shapes():
   assert seen == collections.Counter(range(500))
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_evaluation_batches_without_static_shapes_drop_only_the_filler_rows(replicas):
+  """The same batches, in the same order, less the all-pad rows (to a multiple of replicas)."""
+  rng = np.random.RandomState(3)
+  lengths = [(int(rng.randint(2, 40)), int(rng.randint(3, 40))) for _ in range(300)]
+  pairs = _examples(lengths)
+  hp = registry.hparams("transformer_tiny").replace(batch_size=256, max_length=64)
+  static = list(ip.evaluation_dataset(_dataset(pairs), hp, replicas=replicas))
+  relaxed = list(ip.evaluation_dataset(_dataset(pairs), hp, replicas=replicas,
+                                       static_shapes=False))
+  assert len(relaxed) == len(static)
+  fillers = 0
+  for full, trimmed in zip(static, relaxed):
+    real = int((full["targets"].numpy()[:, 0] != 0).sum())  # Real rows come first.
+    rows = -(-real // replicas) * replicas
+    for key in ("inputs", "targets"):
+      np.testing.assert_array_equal(trimmed[key].numpy(), full[key].numpy()[:rows])
+    fillers += full["targets"].shape[0] - rows
+  assert fillers > 0  # Partial batches were there to trim.
+
+
 def test_training_stream_filters_long_examples_and_repeats():
   pairs = _examples([(5, 6), (30, 4), (7, 70), (12, 12)])
   hp = registry.hparams("transformer_tiny").replace(batch_size=64, max_length=32,

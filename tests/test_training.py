@@ -98,6 +98,28 @@ def test_a_trainer_given_no_dev_decoding_scores_dev_teacher_forced_only(tmp_path
             options=TrainOptions(keep_best="exact_match"))
 
 
+@pytest.mark.parametrize("xla", [False, True])
+def test_dev_batches_carry_filler_rows_only_for_a_step_compiled_per_shape(tmp_path, xla):
+  """Without XLA the dev pass holds the 100 dev pairs and no all-pad row; with XLA each
+  bucket keeps one shape, its full token budget."""
+  from t2tlite.training import input_pipeline
+  from t2tlite.training.options import TrainOptions
+  hp = registry.hparams("transformer_tiny").replace(**dict(TINY_RUN_HPARAMS, xla=xla))
+  trainer = Trainer(tiny_problem(), hp, str(tmp_path / "run"), options=TrainOptions(train_steps=1))
+  batches = list(trainer._dev_batches())
+  real_rows = sum(int((b["targets"].numpy()[:, 0] != 0).sum()) for b in batches)
+  rows = sum(b["targets"].shape[0] for b in batches)
+  assert real_rows == 100
+  boundaries = input_pipeline.bucket_boundaries(
+      hp.max_length, hp.min_length_bucket, hp.length_bucket_step)
+  full = dict(zip(boundaries, input_pipeline.bucket_batch_sizes(boundaries, hp.batch_size)))
+  if xla:
+    assert all(b["targets"].shape[0] == full[b["targets"].shape[1]] for b in batches)
+    assert rows > real_rows
+  else:
+    assert rows == real_rows
+
+
 class _FakeClock:
   """time.time() that only moves when a training batch is drawn: 10 s per step."""
 

@@ -75,7 +75,8 @@ def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False,
     max_length: the largest example length (the last boundary).
     pad_batch: pad a bucket's last, partial batch with all-pad rows to the full
       batch size (for finite evaluation sets, so their shapes stay static too;
-      all-pad rows carry zero loss weight).
+      all-pad rows carry zero loss weight). Otherwise such a batch keeps its
+      rows, padded only up to a multiple of rows_multiple (it still splits).
     rows_multiple: batches hold this many times the rows of one token budget
       (replicas x micro-batches of a global batch).
   Returns:
@@ -97,6 +98,9 @@ def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False,
         "inputs": [length], "targets": [length]})
     if pad_batch:
       batched = batched.map(lambda b: {k: _pad_rows(v, sizes_t[bucket]) for k, v in b.items()})
+    elif rows_multiple > 1:
+      batched = batched.map(lambda b: {k: _pad_rows(v, _round_up(tf.shape(v)[0], rows_multiple))
+                                       for k, v in b.items()})
     return batched
 
   return dataset.group_by_window(key_func=key_fn, reduce_func=reduce_fn,
@@ -105,6 +109,10 @@ def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False,
 
 def _pad_rows(batch, rows):
   return tf.pad(batch, [[0, tf.cast(rows, tf.int32) - tf.shape(batch)[0]], [0, 0]])
+
+
+def _round_up(rows, multiple: int):
+  return (rows + multiple - 1) // multiple * multiple
 
 
 def bucket_of(length: int, boundaries: List[int]) -> int:
@@ -166,13 +174,20 @@ def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
   return batch_by_length(dataset, hparams, max_length, rows_multiple=rows_multiple).prefetch(2)
 
 
-def evaluation_dataset(dataset, hparams, replicas: int = 1):
-  """One pass over every example (none filtered), token-batched with static shapes.
+def evaluation_dataset(dataset, hparams, replicas: int = 1, static_shapes: bool = True):
+  """One pass over every example (none filtered), token-batched.
+
+  static_shapes: each bucket's last, partial batch is filled with all-pad rows
+  to the bucket's full batch, so a step compiled per shape (XLA, JAX) sees one
+  shape per bucket. A step traced shape-relaxed (TensorFlow without XLA) should
+  pass False: a small dev set is mostly partial batches (Multi30k's 1014
+  sentences fill 24 buckets' batches to about a sixth), and the filler rows
+  would be most of the evaluation's work.
 
   Never packed; for a packed model each row is given the features of one pair.
   """
   max_length = max(hparams.max_length, _longest(dataset))
-  batches = batch_by_length(dataset, hparams, max_length, pad_batch=True,
+  batches = batch_by_length(dataset, hparams, max_length, pad_batch=static_shapes,
                             rows_multiple=replicas)
   if hparams.packed_batches:
     batches = batches.map(single_segments)

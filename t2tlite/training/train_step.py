@@ -26,9 +26,9 @@ per-replica step and the metric sums are reduced across replicas.
   compiled, and the all-reduce and the optimizer run around it. Either way
   `step` is traced once per batch shape, so XLA compiles once per bucket
   shape; `compilations(step)` reports how many traces there were. A step not
-  compiled whole still compiles its loss over the vocabulary alone
-  (`hparams.xla_loss`, on by default; `xla_token_loss_sums` says why), once per
-  batch shape.
+  compiled whole (train or eval) still compiles its loss over the vocabulary
+  alone (`hparams.xla_loss`, on by default; `xla_token_loss_sums` says why), once
+  per batch shape.
 """
 
 import keras
@@ -150,11 +150,12 @@ def make_train_step(model, optimizer, hparams, strategy=None):
 def make_eval_step(model, hparams, strategy=None):
   """Returns `step(batch) -> metric sums` of a teacher-forced forward pass."""
   strategy = strategy or tf.distribute.get_strategy()
+  loss_sums = loss_sums_function(hparams)  # The train step's loss: dev reads the same sums.
 
   def replica_step(batch):
     logits = model(batch, training=False)
-    return _sums_dict(losses.token_loss_sums(logits, batch["targets"], hparams.label_smoothing,
-                                             batch.get("targets_segmentation")))
+    return _sums_dict(loss_sums(logits, batch["targets"], hparams.label_smoothing,
+                                batch.get("targets_segmentation")))
 
   compiled = tf.function(replica_step, jit_compile=xla_choice.train_xla(hparams))
 

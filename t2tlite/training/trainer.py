@@ -524,8 +524,12 @@ class Trainer:
           return
         yield batch
       return
+    # A step compiled per shape gets one shape per bucket; TensorFlow without XLA
+    # traces shape-relaxed, so filler rows would only be work.
+    static = self.jax or xla_choice.train_xla(self.hparams)
     data = input_pipeline.evaluation_dataset(
-        self.problem.dataset("dev", self.data_dir), self.hparams, replicas=self.replicas)
+        self.problem.dataset("dev", self.data_dir), self.hparams, replicas=self.replicas,
+        static_shapes=static)
     if limit:
       data = data.take(limit)
     try:
