@@ -503,10 +503,14 @@ class Trainer:
                       self.data_dir)
       return {}
     window = progress.MetricWindow()
+    started, batches = time.time(), 0
     for batch in self._dev_batches():
       window.add(self.eval_step(batch))
       self._log_compilation("eval", self.eval_step, batch)
+      batches += 1
     metrics = window.result()
+    logging.info("dev scored teacher-forced: %d batches in %.1f s", batches,
+                 time.time() - started)
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
     # Decoding needs no other worker; it is TensorFlow's (the train() log says so under JAX).
