@@ -271,13 +271,12 @@ def test_without_xla_the_train_step_relaxes_shapes_after_the_second_trace():
   assert train_step.compilations(step) == 2 and train_step.compilations(evaluate) == 2
 
 
-@pytest.mark.parametrize("xla_loss", [False, True])
-def test_dev_sums_are_the_same_without_the_filler_rows(xla_loss):
-  """Trimmed dev batches (TensorFlow without XLA) score dev exactly as the full-row ones."""
+@pytest.mark.parametrize("replicas,xla_loss", [(1, False), (1, True), (2, True)])
+def test_dev_sums_are_the_same_without_the_filler_rows(replicas, xla_loss):
+  """Trimmed dev batches (TensorFlow without XLA) score dev exactly as one device's full-row
+  batches; with two replicas each partial batch keeps an even number of rows to split."""
   hp = tiny_hparams(num_encoder_layers=1, num_decoder_layers=1, xla=False, max_length=24,
                     batch_size=96, xla_loss=xla_loss)
-  model = Transformer(hp)
-  evaluate = train_step.make_eval_step(model, hp)
   rng = np.random.default_rng(4)
   pairs = []
   for _ in range(40):
@@ -288,13 +287,18 @@ def test_dev_sums_are_the_same_without_the_filler_rows(xla_loss):
       k: tf.TensorSpec([None], tf.int64) for k in ("inputs", "targets")}).map(
           lambda ex: {k: tf.cast(v, tf.int32) for k, v in ex.items()})
 
-  def sums(static_shapes):
+  def sums(strategy, static_shapes, rows_multiple):
+    model, _, _ = build(hp, strategy)  # Same seed: the same weights on one or two devices.
+    evaluate = train_step.make_eval_step(model, hp, strategy)
     total = collections.Counter()
-    for batch in input_pipeline.evaluation_dataset(data, hp, static_shapes=static_shapes):
+    for batch in input_pipeline.evaluation_dataset(data, hp, replicas=rows_multiple,
+                                                   static_shapes=static_shapes):
+      assert batch["targets"].shape[0] % rows_multiple == 0
       total.update({k: float(v) for k, v in evaluate(batch).items()})
     return total
 
-  full, trimmed = sums(True), sums(False)
+  full = sums(None, True, 1)
+  trimmed = sums(two_devices() if replicas == 2 else None, False, replicas)
   assert full["sequences"] == trimmed["sequences"] == 40
   for key in train_step.METRIC_KEYS:
     assert trimmed[key] == pytest.approx(full[key], rel=1e-5), key

@@ -76,14 +76,16 @@ def test_evaluation_batches_without_static_shapes_drop_only_the_filler_rows(repl
   relaxed = list(ip.evaluation_dataset(_dataset(pairs), hp, replicas=replicas,
                                        static_shapes=False))
   assert len(relaxed) == len(static)
-  fillers = 0
+  fillers = rounded = 0
   for full, trimmed in zip(static, relaxed):
     real = int((full["targets"].numpy()[:, 0] != 0).sum())  # Real rows come first.
     rows = -(-real // replicas) * replicas
     for key in ("inputs", "targets"):
       np.testing.assert_array_equal(trimmed[key].numpy(), full[key].numpy()[:rows])
     fillers += full["targets"].shape[0] - rows
+    rounded += rows - real
   assert fillers > 0  # Partial batches were there to trim.
+  assert (rounded > 0) == (replicas > 1)  # An odd partial batch kept one filler row to split.
 
 
 def test_training_stream_filters_long_examples_and_repeats():
