@@ -32,6 +32,13 @@ reference by 8 words or more at alpha 1.6, 28 at 1.8, where BLEU fell by 2);
 a tighter limit cuts them short, and the end forced there scores low against
 the beams that ended on their own. List the paper's 50 first: a tie goes to it.
 
+The alive hypotheses of beam search are ranked by log-probability alone, so
+alpha only decides which finished hypotheses are kept: each (beam size,
+extra length) line of the grid is decoded by one search that keeps a
+finished set per alpha, and each point gets exactly the decode a search
+with its alpha alone gives (t2tlite/decoding/search.py). A line of eight
+alphas costs about one decode at its largest alpha instead of eight.
+
 Each point's result is saved to --output_json as soon as it is scored, with
 the checkpoint it came from; a rerun (same checkpoint and lines) scores only
 the points not yet there. Decodes go beside the json (<json stem>.b4.a0.6.txt).
@@ -193,31 +200,54 @@ def main(argv=None) -> int:
   done = load_done(args.output_json, key)
   stem = os.path.splitext(args.output_json)[0]
   points = []
+  pending = {}  # Points decoded by their line's one search, not yet reached in the grid's order.
 
-  def score(beam_size: int, alpha: float, extra_length: Optional[int] = None) -> Dict:
-    """One point, decoded and scored unless the json has it; saved at once."""
-    name = point_name(beam_size, alpha, extra_length)
-    point = done.get(name)
-    if point is None:
-      longest = "" if extra_length is None else f"extra_length={extra_length}"
-      setting = ",".join(s for s in (args.decode_hparams, longest, f"beam_size={beam_size}",
-                                     f"alpha={alpha:g}") if s)
-      hp = DecodeHParams().override(problem.default_decode_hparams).override(setting)
-      pipeline = DecodePipeline(problem, base.decoder.model, hp, encoders=base.encoders)
-      reporter = Progress(f"{args.split} {name}", len(sources), "lines")
-      decoded = pipeline.decode(sources, references, reporter.update)
-      reporter.finish(len(sources))
+  def setting_of(beam_size: int, alpha: float, extra_length: Optional[int]) -> str:
+    longest = "" if extra_length is None else f"extra_length={extra_length}"
+    return ",".join(s for s in (args.decode_hparams, longest, f"beam_size={beam_size}",
+                                f"alpha={alpha:g}") if s)
+
+  def decode_line(beam_size: int, alphas: List[float], extra_length: Optional[int]) -> None:
+    """Every alpha of one (beam size, extra length) line from one search, into `pending`.
+
+    Each alpha's decode is the one a search with it alone gives (search.py, "Several
+    alphas in one search"); `seconds` is the shared search's.
+    """
+    hp = DecodeHParams().override(problem.default_decode_hparams).override(
+        setting_of(beam_size, alphas[0], extra_length))
+    pipeline = DecodePipeline(problem, base.decoder.model, hp, encoders=base.encoders)
+    names = [point_name(beam_size, alpha, extra_length) for alpha in alphas]
+    label = names[0] if len(names) == 1 else f"{names[0]}..a{alphas[-1]:g}"
+    reporter = Progress(f"{args.split} {label}", len(sources), "lines")
+    decodes = pipeline.decode_per_alpha(sources, alphas, references, reporter.update)
+    reporter.finish(len(sources))
+    for name, alpha, decoded in zip(names, alphas, decodes):
       with files.atomic_write(f"{stem}.{name}.txt") as f:
         f.writelines(line + "\n" for line in decoded.best)
-      point = {"name": name, "beam_size": beam_size, "alpha": alpha, "decode_hparams": setting,
+      point = {"name": name, "beam_size": beam_size, "alpha": alpha,
+               "decode_hparams": setting_of(beam_size, alpha, extra_length),
                "metrics": decoded.metrics, "length_ratio": length_ratio(decoded.best, references),
-               "seconds": round(decoded.seconds, 1)}
+               "seconds": round(decoded.seconds, 1), "alphas_searched_together": len(alphas)}
       if extra_length is not None:
         point["extra_length"] = extra_length
+      pending[name] = point
+
+  def score(beam_size: int, alpha: float, extra_length: Optional[int] = None) -> Dict:
+    """One point, decoded and scored unless the json has it; saved at once.
+
+    A grid point not yet decoded is decoded with every other missing alpha of its line
+    in one search; a point past the grid's edge alone.
+    """
+    name = point_name(beam_size, alpha, extra_length)
+    point = done.get(name) or pending.pop(name, None)
+    if point is None:
+      line = [a for a in args.alphas if point_name(beam_size, a, extra_length) not in done]
+      decode_line(beam_size, line if alpha in line else [alpha], extra_length)
+      point = pending.pop(name)
     point["order"] = len(points)
     print(f"{name}: {metric} {point['metrics'][metric]:.2f}, length ratio "
           f"{point['length_ratio']:.3f}", file=sys.stderr)
-    write(args.output_json, key, metric, points + [point], None)
+    write(args.output_json, key, metric, points + [point] + list(pending.values()), None)
     return point
 
   for extra_length, beam_size, alpha in itertools.product(args.extra_lengths or [None],

@@ -62,13 +62,16 @@ def test_a_rerun_scores_only_the_points_not_yet_saved(tiny_run, tmp_path, capsys
   first = json.load(open(out))["points"]
   from t2tlite.decoding import pipeline
   decoded = []
-  real_decode = pipeline.DecodePipeline.decode
-  def counting_decode(self, *args, **kwargs):
-    decoded.append(self.hparams.alpha)
-    return real_decode(self, *args, **kwargs)
-  monkeypatch.setattr(pipeline.DecodePipeline, "decode", counting_decode)
+  real_decode = pipeline.DecodePipeline.decode_per_alpha
+  def counting_decode(self, lines, alphas, *args, **kwargs):
+    decoded.append((self.hparams.beam_size, list(alphas)))
+    return real_decode(self, lines, alphas, *args, **kwargs)
+  monkeypatch.setattr(pipeline.DecodePipeline, "decode_per_alpha", counting_decode)
   run_choice(tiny_run, out, capsys, alphas="0.6,1.0")
-  assert decoded == [1.0, 1.0]  # Beam 1 and beam 2 at the new alpha only.
+  assert decoded == [(1, [1.0]), (2, [1.0])]  # Beam 1 and beam 2 at the new alpha only.
+  decoded.clear()
+  run_choice(tiny_run, str(tmp_path / "fresh.json"), capsys, alphas="0.6,1.0,1.4")
+  assert decoded == [(1, [0.6, 1.0, 1.4]), (2, [0.6, 1.0, 1.4])]  # One search per beam size.
   again = {p["name"]: p["metrics"] for p in json.load(open(out))["points"]}
   assert all(again[p["name"]] == p["metrics"] for p in first)
 
@@ -87,12 +90,12 @@ def test_hparams_overrides_reach_the_decoding_model_and_key_the_json(tiny_run, t
                                                                      monkeypatch):
   from t2tlite.decoding import pipeline
   seen = []
-  real_decode = pipeline.DecodePipeline.decode
+  real_decode = pipeline.DecodePipeline.decode_per_alpha
   def recording_decode(self, *args, **kwargs):
     model = self.decoder.model
     seen.append((model.hparams.dtype, model.decoder_layers[0].dtype_policy.compute_dtype))
     return real_decode(self, *args, **kwargs)
-  monkeypatch.setattr(pipeline.DecodePipeline, "decode", recording_decode)
+  monkeypatch.setattr(pipeline.DecodePipeline, "decode_per_alpha", recording_decode)
   out = str(tmp_path / "choice.json")
   run_choice(tiny_run, out, capsys, alphas="0.6", hparams="dtype=mixed_bfloat16")
   assert seen == [("mixed_bfloat16", "bfloat16")] * 2  # Beams 1 and 2.

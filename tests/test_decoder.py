@@ -301,6 +301,33 @@ def test_concurrent_batches_decode_what_one_batch_at_a_time_does(trained):
     hp.override("concurrent_batches=-1")
 
 
+def test_one_search_for_several_alphas_decodes_what_each_alpha_alone_does(trained):
+  """Decoder.decode_nbest_per_alpha and DecodePipeline.decode_per_alpha: per alpha, the beams,
+  scores, lines and metrics of a decode with that alpha alone, from one search per batch
+  (compiled, the search alone: tests/test_search.py)."""
+  model, sources = trained
+  alphas = [0.0, 0.6, 2.0, 5.0]
+  hp = DecodeHParams(beam_size=3, extra_length=6, nbest=3, batch_size=8, xla="false")
+  together = Decoder(model, hp).decode_nbest_per_alpha(sources, alphas)
+  assert len(together) == len(alphas)
+  for alpha, beams in zip(alphas, together):
+    alone = Decoder(model, hp.override(f"alpha={alpha}")).decode_nbest(sources)
+    assert [[ids for ids, _ in b] for b in beams] == [[ids for ids, _ in b] for b in alone]
+    np.testing.assert_allclose([[sc for _, sc in b] for b in beams],
+                               [[sc for _, sc in b] for b in alone], rtol=1e-6)
+  assert any(together[0][i] != together[-1][i] for i in range(len(sources)))  # alpha matters.
+
+  lines = [" ".join(map(str, s)) for s in sources[:10]]
+  pipeline = DecodePipeline(_WordsProblem(), model, hp.override("write_beam_scores=true"))
+  references = pipeline.decode(lines).best
+  for alpha, decoded in zip(alphas, pipeline.decode_per_alpha(lines, alphas, references)):
+    scored = hp.override(f"alpha={alpha},write_beam_scores=true")
+    alone = decode_lines(_WordsProblem(), model, scored, lines, references)
+    assert decoded.lines == alone.lines and decoded.metrics == alone.metrics
+  greedy = Decoder(model, hp.override("beam_size=1,nbest=0"))
+  assert greedy.decode_nbest_per_alpha(sources, alphas) == [greedy.decode_nbest(sources)] * 4
+
+
 def test_the_last_batch_is_not_padded_onto_a_shape_nothing_will_reuse(trained):
   """Empty rows pay only by reusing a compiled shape: a call's last batch, at a width no
   earlier batch had, keeps its own row count (a parsing batch of 17 sentences padded to 64

@@ -428,6 +428,53 @@ def test_sentences_decode_independently_of_the_batch(seed):
     assert alone.steps <= batched.steps
 
 
+# 8b. Several alphas in one search --------------------------------------------
+
+ALPHAS = [0.0, 0.6, 1.0, 1.6, 2.4]
+
+
+@pytest.mark.parametrize("seed,eos_shift,compiled", [(60, 0.0, False), (61, 1.0, False),
+                                                     (62, -1.0, False), (63, 0.0, True)])
+def test_several_alphas_in_one_search_give_each_alpha_s_own_beams(seed, eos_shift, compiled):
+  """One search with a finished set per alpha returns, alpha by alpha, exactly what a search
+  with that alpha alone returns: the same beams, lengths and scores (early stopping and the
+  forced EOS included: likely, unlikely and even EOS)."""
+  decode_length = 7
+  model = random_hash_model(seed, 6, decode_length, eos_shift=eos_shift)
+  salts, max_lengths = [3, 50, 81, 17], [7, 4, 6, 2]
+
+  def decode(alpha):
+    return run_beam(model, salts, 3, alpha, max_lengths, decode_length)
+  if compiled:
+    decode = tf.function(decode, jit_compile=True)
+  together = as_numpy(decode(ALPHAS))
+  assert together.ids.shape == (len(salts), len(ALPHAS), 3, decode_length + 1)
+  steps = []
+  for a, alpha in enumerate(ALPHAS):
+    alone = as_numpy(decode(alpha))
+    np.testing.assert_array_equal(together.ids[:, a], alone.ids, err_msg=f"alpha {alpha}")
+    np.testing.assert_array_equal(together.lengths[:, a], alone.lengths)
+    np.testing.assert_allclose(together.scores[:, a], alone.scores, rtol=1e-6)
+    steps.append(int(alone.steps))
+  assert together.steps == max(steps)  # Done once done for every alpha.
+  # The alphas disagree somewhere, so the sets really are kept apart.
+  assert any(not np.array_equal(together.ids[:, 0], together.ids[:, a])
+             for a in range(1, len(ALPHAS)))
+
+
+def test_several_alphas_best_hypothesis_is_the_brute_force_best_for_each():
+  """Exhaustive beam (beam >= every live prefix), several alphas at once: each alpha's top
+  hypothesis is the brute-force argmax of log P / lp under that alpha."""
+  vocab, max_length = 4, 3
+  model = random_hash_model(70, vocab, max_length, eos_shift=0.5)
+  beam = (vocab - 1) ** max_length  # Every content prefix of the longest length fits.
+  result = as_numpy(run_beam(model, [9], beam, ALPHAS, [max_length], max_length))
+  for a, alpha in enumerate(ALPHAS):
+    score, tokens = brute_force(model, 9, max_length, alpha)[0]
+    assert result.ids[0, a, 0].tolist() == padded(tokens, max_length + 1), alpha
+    assert result.scores[0, a, 0] == pytest.approx(score, rel=1e-5)
+
+
 # 9. Tiling and the length penalty ---------------------------------------------
 
 def test_tile_to_beams_matches_numpy_repeat():

@@ -17,6 +17,7 @@ import os
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from t2tlite import xla_choice
@@ -59,11 +60,12 @@ class Decoder:
     self.first_shape_seconds = 0.0
     self.last_steps = []  # Loop steps the search ran, per batch of the last decode call.
 
-  def _search_batch(self, inputs, source_lengths):
+  def _search_batch(self, inputs, source_lengths, alphas=None):
     """inputs int32 [b, s] (EOS-terminated, padded); source_lengths [b] without EOS.
 
     Returns search.SearchResult: ids [b, beam, s + extra_length + 1], scores [b, beam].
-    Each sentence may generate source_lengths[b] + extra_length tokens.
+    Each sentence may generate source_lengths[b] + extra_length tokens. `alphas` (a
+    tuple, beam search only): one search for every alpha, ids [b, alphas, beam, ...].
     """
     hp = self.hparams
     # Static where the batch's padded width is (files, dev decoding); a tensor in the
@@ -98,7 +100,8 @@ class Decoder:
         choice = dict(choose=sampling.Sampler(hp.sampling_temp, hp.sampling_topk, keys))
       return search.greedy_search(step_fn, start, state, max_lengths, decode_length, EOS_ID,
                                   **constrained, **choice)
-    return search.beam_search(step_fn, start, state, hp.beam_size, hp.alpha, max_lengths,
+    alpha = list(alphas) if alphas else hp.alpha
+    return search.beam_search(step_fn, start, state, hp.beam_size, alpha, max_lengths,
                               decode_length, EOS_ID, reorder_state=self._reorder, **constrained)
 
   @property
@@ -120,9 +123,30 @@ class Decoder:
     is called after each batch with the number of sources decoded so far
     (empty ones count as done from the start), e.g. `t2tlite.progress.Progress.update`.
     """
+    return self._decode(sources, progress, None)[0]
+
+  def decode_nbest_per_alpha(self, sources: Sequence[Sequence[int]], alphas: Sequence[float],
+                             progress: Optional[Callable[[int], object]] = None
+                             ) -> List[List[List[Tuple[List[int], float]]]]:
+    """`decode_nbest` at each of `alphas` (the hparams' alpha is ignored): one list per alpha.
+
+    Each batch is searched once for all of them (search.py, "Several alphas in one
+    search"), and each alpha's outputs are those of a decode with that alpha alone.
+    Greedy search (beam_size 1) has no length penalty: one decode serves every alpha.
+    """
+    alphas = tuple(float(alpha) for alpha in alphas)
+    if not alphas:
+      raise ValueError("alphas: give at least one")
+    if self.hparams.beam_size == 1:
+      return self._decode(sources, progress, None) * len(alphas)
+    return self._decode(sources, progress, alphas)
+
+  def _decode(self, sources, progress, alphas):
+    """Per alpha (one entry when alphas is None: the hparams' own), the outputs in input order."""
     hp = self.hparams
     sources, self.truncated = batching.cut_sources(sources, self.max_input_length)
-    outputs: List[List[Tuple[List[int], float]]] = [[] for _ in sources]
+    outputs: List[List[List[Tuple[List[int], float]]]] = [
+        [[] for _ in sources] for _ in (alphas or (None,))]
     done = sum(1 for s in sources if not s)
     planned = self._plan(sources)
     self.last_steps = [0] * len(planned)
@@ -130,8 +154,10 @@ class Decoder:
     def search(index):
       _, batch, lengths, _ = planned[index]
       start = time.perf_counter()
-      result = self.search_ids(tf.constant(batch), tf.constant(lengths))
+      result = self.search_ids(tf.constant(batch), tf.constant(lengths), alphas)
       ids, scores = result.ids.numpy(), result.scores.numpy()
+      if alphas is None:  # One alpha: [b, beam, ...] -> [b, 1, beam, ...].
+        ids, scores = ids[:, np.newaxis], scores[:, np.newaxis]
       return index, ids, scores, int(result.steps), time.perf_counter() - start
 
     workers = min(self.concurrent_batches(), len(planned)) or 1
@@ -147,9 +173,10 @@ class Decoder:
         if new_shape:
           self.first_shape_seconds += seconds
         self.last_steps[index] = steps
-        for i, beams in zip(chosen, batching.nbest_rows(ids, scores, len(chosen),
-                                                        hp.beams_written)):
-          outputs[i] = beams
+        for a, per_alpha in enumerate(outputs):
+          for i, beams in zip(chosen, batching.nbest_rows(ids[:, a], scores[:, a], len(chosen),
+                                                          hp.beams_written)):
+            per_alpha[i] = beams
         done += len(chosen)
         if progress is not None:
           progress(done)

@@ -65,12 +65,39 @@ class DecodePipeline:
     `t2tlite.progress.Progress.update`.
     """
     start = time.perf_counter()
+    sources = self._encode(source_lines)
+    return self._decoded(source_lines, self.decoder.decode_nbest(sources, progress), references,
+                         start)
+
+  def decode_per_alpha(self, source_lines: Sequence[str], alphas: Sequence[float],
+                       references: Optional[Sequence[str]] = None,
+                       progress: Optional[Callable[[int], object]] = None) -> List[Decoded]:
+    """`decode` at each of `alphas`, from one search per batch (Decoder.decode_nbest_per_alpha).
+
+    Each Decoded is what `decode` gives with that alpha; `seconds` is the shared search's.
+    """
+    start = time.perf_counter()
+    sources = self._encode(source_lines)
+    per_alpha = self.decoder.decode_nbest_per_alpha(sources, alphas, progress)
+    seconds = time.perf_counter() - start
+    return [self._decoded(source_lines, nbest, references, start, seconds)
+            for nbest in per_alpha]
+
+  def _encode(self, source_lines: Sequence[str]) -> List[List[int]]:
+    encoder = self.encoders["inputs"]
+    return [encoder.encode(line) if line.strip() else [] for line in source_lines]
+
+  def _decoded(self, source_lines, nbest, references, start: float,
+               seconds: Optional[float] = None) -> Decoded:
+    """The search's (ids, score) beams -> text, lines to write and, given references, metrics.
+
+    `seconds`: the decode's wall time, when given; else the time since `start`.
+    """
     hp = self.hparams
-    source_encoder, target_encoder = self.encoders["inputs"], self.encoders["targets"]
+    target_encoder = self.encoders["targets"]
     postprocess = self.problem.decode_postprocessor(hp)
-    sources = [source_encoder.encode(line) if line.strip() else [] for line in source_lines]
     hypotheses, lines = [], []
-    for line, beams in zip(source_lines, self.decoder.decode_nbest(sources, progress)):
+    for line, beams in zip(source_lines, nbest):
       texts = [target_encoder.decode(ids) for ids, _ in beams]
       hyps = [Hypothesis(postprocess(line, text) if postprocess else text, score)
               for text, (_, score) in zip(texts, beams)]
@@ -81,7 +108,9 @@ class DecodePipeline:
         if hp.write_beam_scores:
           fields.append(f"{hyp.score:.4f}")
       lines.append("\t".join(fields))
-    decoded = Decoded(hypotheses=hypotheses, lines=lines, seconds=time.perf_counter() - start,
+    if seconds is None:
+      seconds = time.perf_counter() - start
+    decoded = Decoded(hypotheses=hypotheses, lines=lines, seconds=seconds,
                       truncated=self.decoder.truncated,
                       postprocess_summary=(postprocess.summary()
                                            if hasattr(postprocess, "summary") else None))

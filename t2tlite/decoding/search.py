@@ -36,6 +36,15 @@ Beam search follows tensor2tensor (Vaswani et al. 2017, Section 6.1; Wu et al.
   the search to the end would return. A done sentence proposes no more
   candidates, so its results are frozen while the rest of the batch decodes, and
   the loop ends as soon as every sentence is done.
+* Several alphas in one search. The alive hypotheses are ranked by log-prob
+  alone, so which of them the search visits does not depend on alpha; only the
+  finished set does. Given a list of alphas, one search keeps a finished set
+  per alpha (rows [batch * alphas], sentence-major) and a sentence is done once
+  it is done for every alpha. After a sentence is done for one alpha, every
+  later candidate scores strictly below that alpha's worst finished
+  hypothesis, so its set stays as the one-alpha search froze it: each alpha's
+  beams are those of a search with that alpha alone. A dev grid over alphas
+  (recipes/choose_decode.py) runs one search per beam size, not one per point.
 
 A token constraint (`constraint`, e.g. `tree_constraint.TreeConstraint`)
 restricts which tokens a hypothesis may take next: an object with
@@ -209,17 +218,19 @@ class _BeamState(typing.NamedTuple):
   alive_valid: tf.Tensor       # bool [batch, beam]
   model_state: typing.Any      # nested tensors [batch * beam, ...]
   constraint_state: typing.Any  # nested tensors [batch * beam, ...]; () without a constraint.
-  finished_seq: tf.Tensor      # int32 [batch, beam, decode_length + 2]
-  finished_scores: tf.Tensor   # float32 [batch, beam]: normalized; NEG_INF where invalid.
-  finished_lengths: tf.Tensor  # int32 [batch, beam]: |Y| including EOS.
-  finished_valid: tf.Tensor    # bool [batch, beam]
+  # The finished sets, one per alpha: rows [batch * alphas], alpha-minor (one alpha: [batch]).
+  finished_seq: tf.Tensor      # int32 [batch * alphas, beam, decode_length + 2]
+  finished_scores: tf.Tensor   # float32 [batch * alphas, beam]: normalized; NEG_INF where invalid.
+  finished_lengths: tf.Tensor  # int32 [batch * alphas, beam]: |Y| including EOS.
+  finished_valid: tf.Tensor    # bool [batch * alphas, beam]
   done: tf.Tensor              # bool [batch]: no better finished hypothesis can appear.
 
 
 def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
-                        constraint_state=()):
+                        constraint_state=(), num_alphas=1):
   """Loop variables before the first step: one valid alive beam per sentence."""
   batch = _shape_list(initial_ids)[0]
+  sets = batch * num_alphas  # One finished set per sentence and alpha.
   width = decode_length + 2
   start = tf.repeat(tf.cast(initial_ids, tf.int32)[:, tf.newaxis], beam_size, axis=1)
   alive_seq = _write_position(tf.zeros([batch, beam_size, width], tf.int32), 0, start)
@@ -233,10 +244,10 @@ def _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
       alive_valid=alive_valid,
       model_state=tile_to_beams(initial_state, beam_size),
       constraint_state=tile_to_beams(constraint_state, beam_size),
-      finished_seq=tf.zeros([batch, beam_size, width], tf.int32),
-      finished_scores=tf.fill([batch, beam_size], NEG_INF),
-      finished_lengths=tf.zeros([batch, beam_size], tf.int32),
-      finished_valid=tf.zeros([batch, beam_size], tf.bool),
+      finished_seq=tf.zeros([sets, beam_size, width], tf.int32),
+      finished_scores=tf.fill([sets, beam_size], NEG_INF),
+      finished_lengths=tf.zeros([sets, beam_size], tf.int32),
+      finished_valid=tf.zeros([sets, beam_size], tf.bool),
       done=tf.zeros([batch], tf.bool))
 
 
@@ -265,22 +276,40 @@ def _candidate_log_probs(s, log_probs, tokens, max_lengths, eos_id):
   return tf.where(valid, extended, NEG_INF), valid
 
 
-def _is_done(s, max_lengths, alpha):
-  """bool [batch]: sentences that cannot gain a better finished hypothesis.
+def _per_alpha(tensor, num_alphas):
+  """[batch, ...] -> [batch * alphas, ...], each sentence's row repeated once per alpha."""
+  return tensor if num_alphas == 1 else tf.repeat(tensor, num_alphas, axis=0)
+
+
+def _per_set(penalties, batch):
+  """Per alpha, a penalty [batch] or scalar -> [batch * alphas]; one alpha: itself, unchanged."""
+  if len(penalties) == 1:
+    return penalties[0]
+  return tf.reshape(tf.stack([tf.broadcast_to(p, [batch]) for p in penalties], axis=-1), [-1])
+
+
+def _is_done(s, max_lengths, alphas):
+  """bool [batch]: sentences that cannot gain a better finished hypothesis, for any alpha.
 
   After step s.step the alive hypotheses have s.step + 1 tokens and end with
   between s.step + 2 and max_lengths + 1 tokens; since their log-probs only
   fall and are <= 0, the best score one could reach is its log-prob over the
   largest penalty in that range (lp is monotonic, so one of the two ends).
   """
-  best_penalty = tf.maximum(length_penalty(s.step + 2, alpha),
-                            length_penalty(max_lengths + 1, alpha))  # [batch]
-  reachable = s.alive_log_probs / best_penalty[:, tf.newaxis]
-  best_reachable = tf.reduce_max(tf.where(s.alive_valid, reachable, _SORT_MIN), axis=1)
+  num_alphas = len(alphas)
+  best_penalty = _per_set([tf.maximum(length_penalty(s.step + 2, alpha),
+                                      length_penalty(max_lengths + 1, alpha))
+                           for alpha in alphas], _shape_list(max_lengths)[0])  # [batch * alphas]
+  reachable = _per_alpha(s.alive_log_probs, num_alphas) / best_penalty[:, tf.newaxis]
+  alive_valid = _per_alpha(s.alive_valid, num_alphas)
+  best_reachable = tf.reduce_max(tf.where(alive_valid, reachable, _SORT_MIN), axis=1)
   worst_finished = tf.reduce_min(s.finished_scores, axis=1)
   full = tf.reduce_all(s.finished_valid, axis=1)
+  settled = full & tf.greater(worst_finished, best_reachable)  # [batch * alphas]
+  if num_alphas > 1:
+    settled = tf.reduce_all(tf.reshape(settled, [-1, num_alphas]), axis=1)
   none_alive = ~tf.reduce_any(s.alive_valid, axis=1)
-  return s.done | none_alive | (full & tf.greater(worst_finished, best_reachable))
+  return s.done | none_alive | settled
 
 
 def gather_rows(state, rows):
@@ -303,7 +332,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     initial_state: nested tensors [batch, ...]; tiled to beams here and
       reordered along with the surviving beams at every step.
     beam_size: Python int.
-    alpha: length-penalty exponent (Python float or float32 scalar).
+    alpha: length-penalty exponent (Python float or float32 scalar), or a list
+      of Python floats: one search, a finished set per alpha (module docstring).
     max_lengths: int32 [batch], most generated tokens per sentence before the
       EOS, which is then forced; clipped to [0, decode_length].
     decode_length: Python int >= max(max_lengths); buffer width - 1.
@@ -317,11 +347,18 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
     constraint_state: its initial state, nested tensors [batch, ...].
   Returns:
     SearchResult with ids [batch, beam_size, decode_length + 1], the best
-    `beam_size` finished hypotheses per sentence sorted by normalized score.
+    `beam_size` finished hypotheses per sentence sorted by normalized score;
+    given a list of alphas, [batch, alphas, beam_size, ...] (scores and lengths
+    likewise), each alpha's as its own search would return them.
   """
+  several = isinstance(alpha, (list, tuple))
+  alphas = list(alpha) if several else [alpha]
+  if not alphas:
+    raise ValueError("alpha: give at least one length-penalty exponent")
+  num_alphas = len(alphas)
   max_lengths = _clamped_max_lengths(max_lengths, decode_length)
   initial = _initial_beam_state(initial_ids, initial_state, beam_size, decode_length,
-                                constraint_state if constraint is not None else ())
+                                constraint_state if constraint is not None else (), num_alphas)
   batch = _shape_list(initial.alive_seq)[0]
   listed = hasattr(constraint, "candidates")
 
@@ -370,13 +407,16 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
       constraint_state = constraint.update(gather_rows(constraint_state, parent_rows),
                                            _merge_beams(alive_token))
 
-    # Finished: the previous set and the new EOS extensions, best `beam` kept.
+    # Finished: the previous set and the new EOS extensions, best `beam` kept (per alpha).
     new_length = s.step + 1
-    new_scores = top_log_probs / length_penalty(new_length, alpha)
-    seq = tf.concat([s.finished_seq, top_seq], axis=1)  # [batch, 3 * beam, width]
+    penalty = _per_set([length_penalty(new_length, alpha) for alpha in alphas], batch)
+    new_scores = _per_alpha(top_log_probs, num_alphas) / (
+        penalty if num_alphas == 1 else penalty[:, tf.newaxis])
+    seq = tf.concat([s.finished_seq, _per_alpha(top_seq, num_alphas)], axis=1)  # [sets, 3 beam, w]
     scores = tf.concat([s.finished_scores, new_scores], axis=1)
-    lengths = tf.concat([s.finished_lengths, tf.zeros_like(top) + new_length], axis=1)
-    valid = tf.concat([s.finished_valid, top_valid & top_eos], axis=1)
+    lengths = tf.concat([s.finished_lengths,
+                         _per_alpha(tf.zeros_like(top) + new_length, num_alphas)], axis=1)
+    valid = tf.concat([s.finished_valid, _per_alpha(top_valid & top_eos, num_alphas)], axis=1)
     best = _top_k_indices(scores, valid, beam_size)
     finished_seq, finished_scores, finished_lengths, finished_valid = _gather_beams(
         (seq, scores, lengths, valid), best)
@@ -393,15 +433,20 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_state, beam_size, alp
         finished_lengths=finished_lengths,
         finished_valid=finished_valid,
         done=s.done)
-    return (s._replace(done=_is_done(s, max_lengths, alpha)),)
+    return (s._replace(done=_is_done(s, max_lengths, alphas)),)
 
   final = _run_loop(lambda s: ~tf.reduce_all(s.done), body, initial, decode_length)
   valid = final.finished_valid
-  return SearchResult(
+  result = SearchResult(
       ids=tf.where(valid[:, :, tf.newaxis], final.finished_seq[:, :, 1:], 0),
       scores=tf.where(valid, final.finished_scores, NEG_INF),
       lengths=tf.where(valid, final.finished_lengths, 0),
       steps=final.step)
+  if not several:
+    return result
+  split = lambda t: tf.reshape(t, [batch, num_alphas] + _shape_list(t)[1:])  # noqa: E731
+  return result._replace(ids=split(result.ids), scores=split(result.scores),
+                         lengths=split(result.lengths))
 
 
 class _GreedyState(typing.NamedTuple):
