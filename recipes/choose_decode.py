@@ -201,36 +201,50 @@ def main(argv=None) -> int:
   stem = os.path.splitext(args.output_json)[0]
   points = []
   pending = {}  # Points decoded by their line's one search, not yet reached in the grid's order.
+  spare = {}  # name -> (point, decodes): alphas past the edge, searched with their line.
+  step = alpha_step(args.alphas)
+  past_edge = []  # The alphas --extend_alphas may try, as extend_at_edge steps to them.
+  for _ in range(args.extend_alphas):
+    past_edge.append(round((past_edge or [max(args.alphas)])[-1] + step, 6))
 
   def setting_of(beam_size: int, alpha: float, extra_length: Optional[int]) -> str:
     longest = "" if extra_length is None else f"extra_length={extra_length}"
     return ",".join(s for s in (args.decode_hparams, longest, f"beam_size={beam_size}",
                                 f"alpha={alpha:g}") if s)
 
-  def decode_line(beam_size: int, alphas: List[float], extra_length: Optional[int]) -> None:
-    """Every alpha of one (beam size, extra length) line from one search, into `pending`.
+  def save_decodes(name: str, decodes: List[str]) -> None:
+    with files.atomic_write(f"{stem}.{name}.txt") as f:
+      f.writelines(line + "\n" for line in decodes)
+
+  def decode_line(beam_size: int, alphas: List[float], extra_length: Optional[int],
+                  spares: Sequence[float] = ()) -> None:
+    """`alphas` of one (beam size, extra length) line, and `spares`, from one search.
 
     Each alpha's decode is the one a search with it alone gives (search.py, "Several
-    alphas in one search"); `seconds` is the shared search's.
+    alphas in one search"); `seconds` is the shared search's. The line's points go to
+    `pending`, the spares' to `spare`, saved only if the edge's extension reaches them.
     """
     hp = DecodeHParams().override(problem.default_decode_hparams).override(
         setting_of(beam_size, alphas[0], extra_length))
     pipeline = DecodePipeline(problem, base.decoder.model, hp, encoders=base.encoders)
-    names = [point_name(beam_size, alpha, extra_length) for alpha in alphas]
-    label = names[0] if len(names) == 1 else f"{names[0]}..a{alphas[-1]:g}"
+    searched = list(alphas) + [a for a in spares if a not in alphas]
+    names = [point_name(beam_size, alpha, extra_length) for alpha in searched]
+    label = names[0] if len(names) == 1 else f"{names[0]}..a{searched[-1]:g}"
     reporter = Progress(f"{args.split} {label}", len(sources), "lines")
-    decodes = pipeline.decode_per_alpha(sources, alphas, references, reporter.update)
+    decodes = pipeline.decode_per_alpha(sources, searched, references, reporter.update)
     reporter.finish(len(sources))
-    for name, alpha, decoded in zip(names, alphas, decodes):
-      with files.atomic_write(f"{stem}.{name}.txt") as f:
-        f.writelines(line + "\n" for line in decoded.best)
+    for name, alpha, decoded in zip(names, searched, decodes):
       point = {"name": name, "beam_size": beam_size, "alpha": alpha,
                "decode_hparams": setting_of(beam_size, alpha, extra_length),
                "metrics": decoded.metrics, "length_ratio": length_ratio(decoded.best, references),
-               "seconds": round(decoded.seconds, 1), "alphas_searched_together": len(alphas)}
+               "seconds": round(decoded.seconds, 1), "alphas_searched_together": len(searched)}
       if extra_length is not None:
         point["extra_length"] = extra_length
-      pending[name] = point
+      if alpha in alphas:
+        save_decodes(name, decoded.best)
+        pending[name] = point
+      else:
+        spare[name] = (point, decoded.best)
 
   def score(beam_size: int, alpha: float, extra_length: Optional[int] = None) -> Dict:
     """One point, decoded and scored unless the json has it; saved at once.
@@ -240,9 +254,16 @@ def main(argv=None) -> int:
     """
     name = point_name(beam_size, alpha, extra_length)
     point = done.get(name) or pending.pop(name, None)
+    if point is None and name in spare:
+      point, decodes = spare.pop(name)
+      save_decodes(name, decodes)
     if point is None:
       line = [a for a in args.alphas if point_name(beam_size, a, extra_length) not in done]
-      decode_line(beam_size, line if alpha in line else [alpha], extra_length)
+      if alpha in line:  # The grid's line, with the alphas its edge may be extended to.
+        spares = [a for a in past_edge if point_name(beam_size, a, extra_length) not in done]
+        decode_line(beam_size, line, extra_length, spares)
+      else:
+        decode_line(beam_size, [alpha], extra_length)
       point = pending.pop(name)
     point["order"] = len(points)
     print(f"{name}: {metric} {point['metrics'][metric]:.2f}, length ratio "
@@ -253,7 +274,7 @@ def main(argv=None) -> int:
   for extra_length, beam_size, alpha in itertools.product(args.extra_lengths or [None],
                                                          args.beam_sizes, args.alphas):
     points.append(score(beam_size, alpha, extra_length))
-  chosen = extend_at_edge(points, metric, score, alpha_step(args.alphas), args.extend_alphas)
+  chosen = extend_at_edge(points, metric, score, step, args.extend_alphas)
   write(args.output_json, key, metric, points, chosen)
   print(f"chose {chosen['name']} on {args.split} ({metric} {chosen['metrics'][metric]:.2f})",
         file=sys.stderr)

@@ -162,6 +162,35 @@ def test_extend_alphas_decodes_the_winning_beam_one_step_past_the_edge(tiny_run,
     run_choice(tiny_run, out, capsys, alphas="0.6", extend_alphas=-1)
 
 
+def test_alphas_past_the_edge_ride_along_with_their_line_s_search(tiny_run, tmp_path, capsys,
+                                                                   monkeypatch):
+  """With --extend_alphas each line's one search also decodes the alphas its edge may be
+  extended to: no search of their own, and the same points, decodes and choice as a grid
+  scored first and extended by a rerun (which decodes the new alpha alone)."""
+  stepwise = str(tmp_path / "stepwise.json")
+  run_choice(tiny_run, stepwise, capsys, alphas="0.6")
+  expected = run_choice(tiny_run, stepwise, capsys, alphas="0.6", extend_alphas=1)
+  from t2tlite.decoding import pipeline
+  searches = []
+  real_decode = pipeline.DecodePipeline.decode_per_alpha
+  def counting_decode(self, lines, alphas, *args, **kwargs):
+    searches.append((self.hparams.beam_size, list(alphas)))
+    return real_decode(self, lines, alphas, *args, **kwargs)
+  monkeypatch.setattr(pipeline.DecodePipeline, "decode_per_alpha", counting_decode)
+  at_once = str(tmp_path / "at_once.json")
+  assert run_choice(tiny_run, at_once, capsys, alphas="0.6", extend_alphas=1) == expected
+  assert searches == [(1, [0.6, 0.8]), (2, [0.6, 0.8])]
+  want, got = json.load(open(stepwise)), json.load(open(at_once))
+  assert [p["name"] for p in got["points"]] == [p["name"] for p in want["points"]]
+  assert [p["metrics"] for p in got["points"]] == [p["metrics"] for p in want["points"]]
+  assert got["chosen"] == want["chosen"]
+  for p in got["points"]:  # Only the points listed leave their decodes beside the json.
+    with open(tmp_path / f"stepwise.{p['name']}.txt") as a, \
+         open(tmp_path / f"at_once.{p['name']}.txt") as b:
+      assert a.read() == b.read()
+  assert len(list(tmp_path.glob("at_once.*.txt"))) == len(got["points"])
+
+
 def test_point_names_carry_the_extra_length_only_in_an_extra_lengths_grid():
   assert choose_decode.point_name(4, 0.6) == "b4.a0.6"
   assert choose_decode.point_name(8, 1.6, 20) == "b8.a1.6.x20"
