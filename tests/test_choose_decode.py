@@ -34,6 +34,19 @@ def run_choice(tiny_run, output_json, capsys, alphas="0.6,1.0", decode_hparams="
   return capsys.readouterr().out.strip()
 
 
+def record_searches(monkeypatch):
+  """[(beam size, alphas)] of every search choose_decode.py runs from now on, in order."""
+  from t2tlite.decoding import pipeline
+  searches = []
+  real_decode = pipeline.DecodePipeline.decode_per_alpha
+
+  def recording_decode(self, lines, alphas, *args, **kwargs):
+    searches.append((self.hparams.beam_size, list(alphas)))
+    return real_decode(self, lines, alphas, *args, **kwargs)
+  monkeypatch.setattr(pipeline.DecodePipeline, "decode_per_alpha", recording_decode)
+  return searches
+
+
 def test_every_point_is_scored_on_its_own_decodes_and_the_best_is_printed(tiny_run, tmp_path,
                                                                           capsys):
   from t2tlite import registry
@@ -60,13 +73,7 @@ def test_a_rerun_scores_only_the_points_not_yet_saved(tiny_run, tmp_path, capsys
   out = str(tmp_path / "choice.json")
   run_choice(tiny_run, out, capsys, alphas="0.6")
   first = json.load(open(out))["points"]
-  from t2tlite.decoding import pipeline
-  decoded = []
-  real_decode = pipeline.DecodePipeline.decode_per_alpha
-  def counting_decode(self, lines, alphas, *args, **kwargs):
-    decoded.append((self.hparams.beam_size, list(alphas)))
-    return real_decode(self, lines, alphas, *args, **kwargs)
-  monkeypatch.setattr(pipeline.DecodePipeline, "decode_per_alpha", counting_decode)
+  decoded = record_searches(monkeypatch)
   run_choice(tiny_run, out, capsys, alphas="0.6,1.0")
   assert decoded == [(1, [1.0]), (2, [1.0])]  # Beam 1 and beam 2 at the new alpha only.
   decoded.clear()
@@ -170,13 +177,7 @@ def test_alphas_past_the_edge_ride_along_with_their_line_s_search(tiny_run, tmp_
   stepwise = str(tmp_path / "stepwise.json")
   run_choice(tiny_run, stepwise, capsys, alphas="0.6")
   expected = run_choice(tiny_run, stepwise, capsys, alphas="0.6", extend_alphas=1)
-  from t2tlite.decoding import pipeline
-  searches = []
-  real_decode = pipeline.DecodePipeline.decode_per_alpha
-  def counting_decode(self, lines, alphas, *args, **kwargs):
-    searches.append((self.hparams.beam_size, list(alphas)))
-    return real_decode(self, lines, alphas, *args, **kwargs)
-  monkeypatch.setattr(pipeline.DecodePipeline, "decode_per_alpha", counting_decode)
+  searches = record_searches(monkeypatch)
   at_once = str(tmp_path / "at_once.json")
   assert run_choice(tiny_run, at_once, capsys, alphas="0.6", extend_alphas=1) == expected
   assert searches == [(1, [0.6, 0.8]), (2, [0.6, 0.8])]
