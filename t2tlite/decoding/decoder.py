@@ -154,7 +154,9 @@ class Decoder:
     def search(index):
       _, batch, lengths, _ = planned[index]
       start = time.perf_counter()
-      result = self.search_ids(tf.constant(batch), tf.constant(lengths), alphas)
+      args = (tf.constant(batch), tf.constant(lengths))
+      # One alpha calls the search as every other path does (export, wrappers): two arguments.
+      result = self.search_ids(*args) if alphas is None else self.search_ids(*args, alphas)
       ids, scores = result.ids.numpy(), result.scores.numpy()
       if alphas is None:  # One alpha: [b, beam, ...] -> [b, 1, beam, ...].
         ids, scores = ids[:, np.newaxis], scores[:, np.newaxis]
