@@ -23,7 +23,14 @@ Groups (first match wins, by TensorFlow op type and name scope):
   cast          Cast
   embedding     the rest of the shared embedding's ops (gather and its gradient)
   other         the remainder (residual adds, reshapes, transposes, masks)
-Shares are of the summed op self-time (idle excluded). Only the uncompiled step
+Shares are of the summed op self-time (idle excluded). Under two threads the executor runs
+independent ops side by side (the vocabulary projection's two gradient matmuls at once, the
+dropout draws beside a matmul), so summed self-time is not wall time, and a group's share of
+it overstates what removing that group would save. The second table is the steps' wall time,
+read from the trace's timeline: each instant counts as "matmul" when a matmul runs, otherwise
+it is split evenly among the groups that run, and as "idle" when no op runs (the executor's
+scheduling, the Python call): what the step would lose with a group's work gone, as far as
+the matmuls cannot hide it. Only the uncompiled step
 (--xla false, the trainer's CPU default) can be broken down this way: with XLA
 the whole update is one compiled op in the trace. In the uncompiled step the loss
 is compiled alone (hparams xla_loss, on by default): its XLA executions do not
@@ -127,6 +134,67 @@ def read_xla_cluster_time(xplane_paths):
   return [("XLA cluster", "loss (xla_loss)", float(total))] if total else []
 
 
+STEP_EVENT = "profiled_step"  # The TraceMe around each profiled step (its wall span).
+XLA_RUN_EVENT = "CpuExecutable::ExecuteAsyncOnStream"  # One run of an XLA cluster: the loss.
+
+
+def read_timeline(xplane_paths):
+  """(op intervals [(group, start, end)], step spans [(start, end)]), microseconds.
+
+  Ops are the trace's TensorFlow op events (each names its op as "name:type") and its
+  XLA cluster runs; spans are the `STEP_EVENT` annotations `profile` puts around steps.
+  """
+  events = _tool_data(xplane_paths, "trace_viewer").get("traceEvents", [])
+  intervals, spans = [], []
+  for event in events:
+    if event.get("ph") != "X":
+      continue
+    start, end = float(event["ts"]), float(event["ts"]) + float(event.get("dur", 0.0))
+    long_name = event.get("args", {}).get("long_name", "")
+    if event.get("name") == STEP_EVENT:
+      spans.append((start, end))
+    elif event.get("name") == XLA_RUN_EVENT:
+      intervals.append((group_of("XLA cluster", "loss (xla_loss)"), start, end))
+    elif ":" in long_name:
+      name, op_type = long_name.rsplit(":", 1)
+      intervals.append((group_of(op_type, name), start, end))
+  return intervals, spans
+
+
+def wall_shares(intervals, spans):
+  """{group or "idle": microseconds}: the spans' wall time, split as the module doc says.
+
+  One sweep over the intervals' ends, clipped to each span: between two consecutive
+  ends the set of running groups is fixed, and that stretch goes to "matmul" if one
+  runs, else evenly to the running groups, else to "idle". The values sum to the
+  spans' total length.
+  """
+  wall = collections.Counter()
+  for span_start, span_end in spans:
+    edges = []
+    for group, start, end in intervals:
+      start, end = max(start, span_start), min(end, span_end)
+      if end > start:
+        edges += [(start, 1, group), (end, -1, group)]
+    edges.sort(key=lambda edge: edge[0])
+    running = collections.Counter()
+    now = span_start
+    for at, change, group in edges + [(span_end, 0, None)]:
+      if at > now:
+        active = [g for g, n in running.items() if n > 0]
+        if "matmul" in active:
+          wall["matmul"] += at - now
+        elif active:
+          for g in active:
+            wall[g] += (at - now) / len(active)
+        else:
+          wall["idle"] += at - now
+        now = at
+      if group is not None:
+        running[group] += change
+  return dict(wall)
+
+
 def shares(op_stats):
   """{group: share of the summed self-time}, plus the top ops of each group."""
   by_group = collections.Counter()
@@ -165,7 +233,8 @@ def profile(args):
   logdir = args.logdir or tempfile.mkdtemp(prefix="step_profile-")
   tf.profiler.experimental.start(logdir)
   for i in range(args.steps):
-    float(step(batch)["loss"])
+    with tf.profiler.experimental.Trace(STEP_EVENT, step_num=i, _r=1):
+      float(step(batch)["loss"])
     print(f"profiled step {i + 1}/{args.steps}", file=sys.stderr, flush=True)
   tf.profiler.experimental.stop()
   return logdir, glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
@@ -203,10 +272,21 @@ def main():
   for group, row in table.items():
     ops = ", ".join(f"{k} {v:.1%}" for k, v in row["top_ops"].items())
     print(f"  {group:13s} {row['share']:6.1%}   {ops}")
+  wall = wall_shares(*read_timeline(paths))
+  wall_total = sum(wall.values())
+  print(f"wall time: {wall_total / 1e3 / args.steps:.0f} ms per step; a matmul runs "
+        f"{wall.get('matmul', 0.0) / wall_total:.1%} of it; the rest, by what runs then:")
+  wall_table = {g: dict(share=wall.get(g, 0.0) / wall_total,
+                        ms_per_step=wall.get(g, 0.0) / 1e3 / args.steps)
+                for g in GROUPS + ("idle",)}
+  for group, row in wall_table.items():
+    if group != "matmul":
+      print(f"  {group:13s} {row['share']:6.1%}   {row['ms_per_step']:.1f} ms")
   if args.output_json:
     with open(args.output_json, "w") as f:
       json.dump(dict(flags=vars(args), logdir=logdir, ms_per_step=total / 1e3 / args.steps,
-                     groups=table), f, indent=1)
+                     groups=table, wall_ms_per_step=wall_total / 1e3 / args.steps,
+                     wall=wall_table), f, indent=1)
 
 
 if __name__ == "__main__":

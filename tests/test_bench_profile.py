@@ -1,10 +1,13 @@
 """bench/step_profile.py: where a training step's time goes, read from TensorFlow's profiler.
 
 The profile itself takes minutes and is read in bench/README.md; here, what can fail a user
-before that: the reader missing, and the grouping of the ops the CPU profile records.
+before that: the reader missing, the grouping of the ops the CPU profile records, and the
+split of the steps' wall time read from the trace's timeline.
 """
 
+import collections
 import os
+import random
 import subprocess
 import sys
 
@@ -42,3 +45,56 @@ def test_the_cpu_kernels_of_a_profiled_step_fall_in_their_groups():
   assert profile.group_of("ResourceApplyAdam", "Adam/update/ResourceApplyAdam") == "optimizer"
   assert profile.group_of("Cast", in_layer + "Cast") == "cast"
   assert profile.group_of("Mul", "transformer/encoder/layer_0/ffn_norm/mul") == "layer norm"
+
+
+def test_the_wall_split_is_the_brute_force_split_of_every_microsecond():
+  """wall_shares against a count of each microsecond of the spans: a matmul running takes the
+  instant; otherwise the groups running share it evenly; nothing running is idle."""
+  profile = load_script("bench/step_profile.py")
+  rng = random.Random(7)
+  groups = ("matmul", "dropout", "layer norm", "loss over v")
+  intervals = []
+  for _ in range(60):
+    start = rng.randrange(0, 400)
+    intervals.append((rng.choice(groups), start, start + rng.randrange(1, 30)))
+  spans = [(5, 180), (200, 420)]  # Ops before, between and after the spans are clipped away.
+  expected = collections.Counter()
+  for span_start, span_end in spans:
+    for now in range(span_start, span_end):
+      active = {group for group, start, end in intervals if start <= now < end}
+      if "matmul" in active:
+        expected["matmul"] += 1
+      elif active:
+        for group in active:
+          expected[group] += 1 / len(active)
+      else:
+        expected["idle"] += 1
+  wall = profile.wall_shares(intervals, spans)
+  assert set(wall) == set(expected)
+  assert all(abs(wall[g] - expected[g]) < 1e-9 for g in expected), (wall, expected)
+  assert abs(sum(wall.values()) - (175 + 220)) < 1e-9
+  assert expected["idle"] > 0 and expected["dropout"] > 0  # The draw exercises every case.
+
+
+def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace(monkeypatch):
+  """read_timeline keeps the events that name a TensorFlow op ("name:type"), the XLA runs
+  (the loss) and the step annotations; the executor's wrapper events are not ops."""
+  profile = load_script("bench/step_profile.py")
+  layer = "StatefulPartitionedCall/transformer/encoder_layer_0/"
+  trace = {"traceEvents": [
+      {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "tf_Compute/1"}},
+      {"ph": "X", "name": profile.STEP_EVENT, "ts": 0, "dur": 100, "args": {}},
+      {"ph": "X", "name": "ExecutorState::Process", "ts": 1, "dur": 90, "args": {}},
+      {"ph": "X", "name": "_MklMatMul", "ts": 2, "dur": 10,
+       "args": {"long_name": layer + "feed_forward/inner/Tensordot/MatMul:_MklMatMul"}},
+      {"ph": "X", "name": "Mul", "ts": 20, "dur": 5,
+       "args": {"long_name": layer + "feed_forward/dropout_1/mul_1:Mul"}},
+      {"ph": "X", "name": profile.XLA_RUN_EVENT, "ts": 30, "dur": 8, "args": {}},
+      {"ph": "X", "name": "ParallelFor", "ts": 31, "dur": 3, "args": {"total": "9"}},
+  ]}
+  monkeypatch.setattr(profile, "_tool_data", lambda paths, tool: trace)
+  intervals, spans = profile.read_timeline(["x.xplane.pb"])
+  assert spans == [(0.0, 100.0)]
+  assert intervals == [("matmul", 2.0, 12.0), ("dropout", 20.0, 25.0), ("loss over v", 30.0, 38.0)]
+  assert profile.wall_shares(intervals, spans) == {"matmul": 10.0, "dropout": 5.0,
+                                                   "loss over v": 8.0, "idle": 77.0}
