@@ -134,7 +134,7 @@ def read_xla_cluster_time(xplane_paths):
   return [("XLA cluster", "loss (xla_loss)", float(total))] if total else []
 
 
-STEP_EVENT = "profiled_step"  # The TraceMe around each profiled step (its wall span).
+STEP_EVENT = "profiled_step"  # The TraceMe around each profiled step; the trace appends its number.
 XLA_RUN_EVENT = "CpuExecutable::ExecuteAsyncOnStream"  # One run of an XLA cluster: the loss.
 
 
@@ -151,7 +151,7 @@ def read_timeline(xplane_paths):
       continue
     start, end = float(event["ts"]), float(event["ts"]) + float(event.get("dur", 0.0))
     long_name = event.get("args", {}).get("long_name", "")
-    if event.get("name") == STEP_EVENT:
+    if event.get("name", "").split(" ")[0] == STEP_EVENT:
       spans.append((start, end))
     elif event.get("name") == XLA_RUN_EVENT:
       intervals.append((group_of("XLA cluster", "loss (xla_loss)"), start, end))

@@ -83,7 +83,7 @@ def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace(monkeypat
   layer = "StatefulPartitionedCall/transformer/encoder_layer_0/"
   trace = {"traceEvents": [
       {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "tf_Compute/1"}},
-      {"ph": "X", "name": profile.STEP_EVENT, "ts": 0, "dur": 100, "args": {}},
+      {"ph": "X", "name": profile.STEP_EVENT + " 0", "ts": 0, "dur": 100, "args": {}},
       {"ph": "X", "name": "ExecutorState::Process", "ts": 1, "dur": 90, "args": {}},
       {"ph": "X", "name": "_MklMatMul", "ts": 2, "dur": 10,
        "args": {"long_name": layer + "feed_forward/inner/Tensordot/MatMul:_MklMatMul"}},
