@@ -34,10 +34,9 @@ class Dropout(keras.layers.Dropout):
         or keras.config.backend() != "tensorflow"):
       return super().call(inputs, training=training)
     keep = keep_mask(inputs, self.rate, self.seed_generator.next())
-    # One factor per unit, 0 or 1 / (1 - rate): it depends on the seed and the shape alone,
-    # so the executor builds it beside the matmuls before `inputs` exists, and one multiply
-    # forward and one backward wait on the data (two each as x * mask * scale, with the
-    # same results bit for bit: x * 1 and x * 0 are exact, so either way rounds once).
+    # One factor per unit, 0 or 1 / (1 - rate), from the seed and the shape alone: the data's
+    # path holds one multiply forward and one backward (two each as x * mask * scale), with
+    # the same results bit for bit (x * 1 and x * 0 are exact, so either way rounds once).
     factor = ops.where(keep, ops.cast(1.0 / (1.0 - self.rate), inputs.dtype),
                        ops.cast(0.0, inputs.dtype))
     return inputs * factor
