@@ -121,30 +121,34 @@ def read_op_stats(xplane_paths):
           if r["type"] != "IDLE"]
 
 
-def read_xla_cluster_time(xplane_paths):
+STEP_EVENT = "profiled_step"  # The TraceMe around each profiled step; the trace appends its number.
+XLA_RUN_EVENT = "CpuExecutable::ExecuteAsyncOnStream"  # One run of an XLA cluster: the loss.
+XLA_LOSS = ("XLA cluster", "loss (xla_loss)")  # (op type, name) its runs count under.
+
+
+def read_trace_events(xplane_paths):
+  """The trace viewer's events (TensorBoard's timeline), converted once for every reader below."""
+  return _tool_data(xplane_paths, "trace_viewer").get("traceEvents", [])
+
+
+def read_xla_cluster_time(events):
   """[("XLA cluster", name, microseconds)]: the wall time of every XLA executable run.
 
   An uncompiled step's XLA clusters (the loss with xla_loss) run inside one
   TensorFlow op whose time the framework op statistics leave out; the trace
-  viewer's events hold it, as "CpuExecutable::ExecuteAsyncOnStream".
+  viewer's events hold it, as `XLA_RUN_EVENT`.
   """
-  events = _tool_data(xplane_paths, "trace_viewer").get("traceEvents", [])
   total = sum(e.get("dur", 0.0) for e in events
-              if e.get("ph") == "X" and e.get("name") == "CpuExecutable::ExecuteAsyncOnStream")
-  return [("XLA cluster", "loss (xla_loss)", float(total))] if total else []
+              if e.get("ph") == "X" and e.get("name") == XLA_RUN_EVENT)
+  return [XLA_LOSS + (float(total),)] if total else []
 
 
-STEP_EVENT = "profiled_step"  # The TraceMe around each profiled step; the trace appends its number.
-XLA_RUN_EVENT = "CpuExecutable::ExecuteAsyncOnStream"  # One run of an XLA cluster: the loss.
-
-
-def read_timeline(xplane_paths):
+def read_timeline(events):
   """(op intervals [(group, start, end)], step spans [(start, end)]), microseconds.
 
   Ops are the trace's TensorFlow op events (each names its op as "name:type") and its
   XLA cluster runs; spans are the `STEP_EVENT` annotations `profile` puts around steps.
   """
-  events = _tool_data(xplane_paths, "trace_viewer").get("traceEvents", [])
   intervals, spans = [], []
   for event in events:
     if event.get("ph") != "X":
@@ -154,7 +158,7 @@ def read_timeline(xplane_paths):
     if event.get("name", "").split(" ")[0] == STEP_EVENT:
       spans.append((start, end))
     elif event.get("name") == XLA_RUN_EVENT:
-      intervals.append((group_of("XLA cluster", "loss (xla_loss)"), start, end))
+      intervals.append((group_of(*XLA_LOSS), start, end))
     elif ":" in long_name:
       name, op_type = long_name.rsplit(":", 1)
       intervals.append((group_of(op_type, name), start, end))
@@ -265,14 +269,15 @@ def main():
   logdir, paths = profile(args)
   if not paths:
     sys.exit(f"no profile was written under {logdir}")
-  total, table = shares(read_op_stats(paths) + read_xla_cluster_time(paths))
+  events = read_trace_events(paths)
+  total, table = shares(read_op_stats(paths) + read_xla_cluster_time(events))
   print(f"{args.hparams_set or args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, "
         f"xla_loss {args.xla_loss}, batch {args.batch} x "
         f"{args.length}: {total / 1e3 / args.steps:.0f} ms of op self-time per step")
   for group, row in table.items():
     ops = ", ".join(f"{k} {v:.1%}" for k, v in row["top_ops"].items())
     print(f"  {group:13s} {row['share']:6.1%}   {ops}")
-  wall = wall_shares(*read_timeline(paths))
+  wall = wall_shares(*read_timeline(events))
   wall_total = sum(wall.values())
   print(f"wall time: {wall_total / 1e3 / args.steps:.0f} ms per step; a matmul runs "
         f"{wall.get('matmul', 0.0) / wall_total:.1%} of it; the rest, by what runs then:")

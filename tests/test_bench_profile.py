@@ -76,7 +76,7 @@ def test_the_wall_split_is_the_brute_force_split_of_every_microsecond():
   assert expected["idle"] > 0 and expected["dropout"] > 0  # The draw exercises every case.
 
 
-def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace(monkeypatch):
+def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace():
   """read_timeline keeps the events that name a TensorFlow op ("name:type"), the XLA runs
   (the loss) and the step annotations; the executor's wrapper events are not ops."""
   profile = load_script("bench/step_profile.py")
@@ -92,9 +92,10 @@ def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace(monkeypat
       {"ph": "X", "name": profile.XLA_RUN_EVENT, "ts": 30, "dur": 8, "args": {}},
       {"ph": "X", "name": "ParallelFor", "ts": 31, "dur": 3, "args": {"total": "9"}},
   ]}
-  monkeypatch.setattr(profile, "_tool_data", lambda paths, tool: trace)
-  intervals, spans = profile.read_timeline(["x.xplane.pb"])
+  intervals, spans = profile.read_timeline(trace["traceEvents"])
   assert spans == [(0.0, 100.0)]
   assert intervals == [("matmul", 2.0, 12.0), ("dropout", 20.0, 25.0), ("loss over v", 30.0, 38.0)]
   assert profile.wall_shares(intervals, spans) == {"matmul": 10.0, "dropout": 5.0,
                                                    "loss over v": 8.0, "idle": 77.0}
+  assert profile.read_xla_cluster_time(trace["traceEvents"]) == [("XLA cluster", "loss (xla_loss)",
+                                                                 8.0)]
