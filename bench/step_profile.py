@@ -199,6 +199,17 @@ def wall_shares(intervals, spans):
   return dict(wall)
 
 
+def wall_table(wall, steps):
+  """wall_shares' microseconds as {group: share, ms per step}, every group of GROUPS and "idle".
+
+  GROUPS spell "loss over V" as printed; group_of and wall_shares key it in lower case.
+  """
+  total = sum(wall.values())
+  return {g: dict(share=wall.get(g.lower(), 0.0) / total,
+                  ms_per_step=wall.get(g.lower(), 0.0) / 1e3 / steps)
+          for g in GROUPS + ("idle",)}
+
+
 def shares(op_stats):
   """{group: share of the summed self-time}, plus the top ops of each group."""
   by_group = collections.Counter()
@@ -279,19 +290,17 @@ def main():
     print(f"  {group:13s} {row['share']:6.1%}   {ops}")
   wall = wall_shares(*read_timeline(events))
   wall_total = sum(wall.values())
+  by_group = wall_table(wall, args.steps)
   print(f"wall time: {wall_total / 1e3 / args.steps:.0f} ms per step; a matmul runs "
-        f"{wall.get('matmul', 0.0) / wall_total:.1%} of it; the rest, by what runs then:")
-  wall_table = {g: dict(share=wall.get(g, 0.0) / wall_total,
-                        ms_per_step=wall.get(g, 0.0) / 1e3 / args.steps)
-                for g in GROUPS + ("idle",)}
-  for group, row in wall_table.items():
+        f"{by_group['matmul']['share']:.1%} of it; the rest, by what runs then:")
+  for group, row in by_group.items():
     if group != "matmul":
       print(f"  {group:13s} {row['share']:6.1%}   {row['ms_per_step']:.1f} ms")
   if args.output_json:
     with open(args.output_json, "w") as f:
       json.dump(dict(flags=vars(args), logdir=logdir, ms_per_step=total / 1e3 / args.steps,
                      groups=table, wall_ms_per_step=wall_total / 1e3 / args.steps,
-                     wall=wall_table), f, indent=1)
+                     wall=by_group), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -99,3 +99,7 @@ def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace():
                                                    "loss over v": 8.0, "idle": 77.0}
   assert profile.read_xla_cluster_time(trace["traceEvents"]) == [("XLA cluster", "loss (xla_loss)",
                                                                  8.0)]
+  table = profile.wall_table(profile.wall_shares(intervals, spans), steps=1)
+  assert list(table) == list(profile.GROUPS) + ["idle"]
+  assert table["loss over V"] == {"share": 0.08, "ms_per_step": 0.008}  # The printed spelling.
+  assert abs(sum(row["share"] for row in table.values()) - 1.0) < 1e-12
