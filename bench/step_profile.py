@@ -77,14 +77,14 @@ def group_of(op_type: str, name: str) -> str:
   if kernel_free(op_type) in MATMUL_TYPES:
     return "matmul"
   if op_type == "XLA cluster":  # The only XLA cluster of an uncompiled step: the loss.
-    return "loss over v"
+    return "loss over V"
   if op_type in RANDOM_TYPES or "dropout" in lowered:
     return "dropout"
   if ("adam" in lowered or "global_norm" in lowered
       or op_type.startswith(("Assign", "ResourceApply"))):
     return "optimizer"
   if "transformer" not in lowered:  # Not in the model: the loss, metrics and their gradients.
-    return "loss over v"
+    return "loss over V"
   if "_norm" in lowered:
     return "layer norm"
   if "attention" in lowered and "softmax" in lowered or op_type == "Softmax":
@@ -200,13 +200,9 @@ def wall_shares(intervals, spans):
 
 
 def wall_table(wall, steps):
-  """wall_shares' microseconds as {group: share, ms per step}, every group of GROUPS and "idle".
-
-  GROUPS spell "loss over V" as printed; group_of and wall_shares key it in lower case.
-  """
+  """wall_shares' microseconds as {group: share, ms per step}, every group of GROUPS and "idle"."""
   total = sum(wall.values())
-  return {g: dict(share=wall.get(g.lower(), 0.0) / total,
-                  ms_per_step=wall.get(g.lower(), 0.0) / 1e3 / steps)
+  return {g: dict(share=wall.get(g, 0.0) / total, ms_per_step=wall.get(g, 0.0) / 1e3 / steps)
           for g in GROUPS + ("idle",)}
 
 
@@ -219,9 +215,9 @@ def shares(op_stats):
     by_group[group] += micros
     top[group][op_type] += micros
   total = sum(by_group.values())
-  return total, {g: dict(share=by_group[g.lower()] / total if total else 0.0,
-                         ms=by_group[g.lower()] / 1e3,
-                         top_ops={k: round(v / total, 4) for k, v in top[g.lower()].most_common(5)})
+  return total, {g: dict(share=by_group[g] / total if total else 0.0,
+                         ms=by_group[g] / 1e3,
+                         top_ops={k: round(v / total, 4) for k, v in top[g].most_common(5)})
                  for g in GROUPS}
 
 

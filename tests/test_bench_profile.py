@@ -52,7 +52,7 @@ def test_the_wall_split_is_the_brute_force_split_of_every_microsecond():
   instant; otherwise the groups running share it evenly; nothing running is idle."""
   profile = load_script("bench/step_profile.py")
   rng = random.Random(7)
-  groups = ("matmul", "dropout", "layer norm", "loss over v")
+  groups = ("matmul", "dropout", "layer norm", "loss over V")
   intervals = []
   for _ in range(60):
     start = rng.randrange(0, 400)
@@ -94,12 +94,12 @@ def test_the_timeline_reads_ops_xla_runs_and_step_spans_from_the_trace():
   ]}
   intervals, spans = profile.read_timeline(trace["traceEvents"])
   assert spans == [(0.0, 100.0)]
-  assert intervals == [("matmul", 2.0, 12.0), ("dropout", 20.0, 25.0), ("loss over v", 30.0, 38.0)]
+  assert intervals == [("matmul", 2.0, 12.0), ("dropout", 20.0, 25.0), ("loss over V", 30.0, 38.0)]
   assert profile.wall_shares(intervals, spans) == {"matmul": 10.0, "dropout": 5.0,
-                                                   "loss over v": 8.0, "idle": 77.0}
+                                                   "loss over V": 8.0, "idle": 77.0}
   assert profile.read_xla_cluster_time(trace["traceEvents"]) == [("XLA cluster", "loss (xla_loss)",
                                                                  8.0)]
   table = profile.wall_table(profile.wall_shares(intervals, spans), steps=1)
   assert list(table) == list(profile.GROUPS) + ["idle"]
-  assert table["loss over V"] == {"share": 0.08, "ms_per_step": 0.008}  # The printed spelling.
+  assert table["loss over V"] == {"share": 0.08, "ms_per_step": 0.008}
   assert abs(sum(row["share"] for row in table.values()) - 1.0) < 1e-12
