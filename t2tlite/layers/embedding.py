@@ -17,7 +17,11 @@ class SharedEmbedding(keras.layers.Layer):
 
   Calling the same layer in both directions is how the functional model ties
   the target embedding to the pre-softmax projection (as KerasHub's
-  ReversibleEmbedding does). Logits are returned in float32 for the loss.
+  ReversibleEmbedding does). Logits come in the layer's compute dtype, as
+  every layer's output: the loss casts them to float32 inside its compiled
+  cluster, where the cast and its gradient's cast back fuse into the loss's own
+  passes over [b, t, vocab] instead of two more (bench/README.md, "The logits
+  cast inside the loss").
   The table is initialised N(0, d_model^-0.5) so scaled embeddings have unit
   variance, as in tensor2tensor.
 
@@ -44,8 +48,7 @@ class SharedEmbedding(keras.layers.Layer):
 
   def call(self, inputs, reverse=False):
     if reverse:  # [..., d_model] -> [..., vocab]
-      table = ops.cast(self.embeddings, self.compute_dtype)
-      return ops.cast(self._project(inputs, table), "float32")
+      return self._project(inputs, ops.cast(self.embeddings, self.compute_dtype))
     vectors = ops.cast(ops.take(self.embeddings, inputs, axis=0), self.compute_dtype)
     if self.scale:
       vectors = vectors * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
@@ -67,7 +70,7 @@ class SharedEmbedding(keras.layers.Layer):
 
   def compute_output_spec(self, inputs, reverse=False):
     if reverse:
-      return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocab_size,), "float32")
+      return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.vocab_size,), self.compute_dtype)
     return keras.KerasTensor(tuple(inputs.shape) + (self.d_model,), self.compute_dtype)
 
   def get_config(self):

@@ -2,8 +2,9 @@
 
 `Transformer` is a functional `keras.Model` subclass (the KerasHub backbone
 pattern): its graph maps {"inputs": [b, s], "targets": [b, t]} int32 ids to
-float32 logits [b, t, vocab] under teacher forcing, with targets shifted right
-inside the graph (id 0 starts every target, as in tensor2tensor). With
+logits [b, t, vocab] under teacher forcing, in the layers' compute dtype (bfloat16
+under mixed_bfloat16: the loss casts them to float32 inside its compiled
+cluster), with targets shifted right inside the graph (id 0 starts every target, as in tensor2tensor). With
 `hparams.packed_batches` the graph also takes PACKED_FEATURES (segment ids and
 per-pair positions of rows holding several pairs, t2tlite/data/packing.py):
 attention stays within a pair and positions restart with each pair. The same
@@ -88,11 +89,10 @@ class Transformer(keras.Model):
                         SharedEmbedding(hp.input_vocab_size, hp.d_model, dtype=dtype,
                                         name="source_embedding"))
     if hp.shared_embedding_and_softmax_weights:
-      softmax = lambda x: target_embedding(x, reverse=True)
+      projection = lambda x: target_embedding(x, reverse=True)
     else:
       projection = keras.layers.Dense(hp.target_vocab_size, use_bias=False, dtype=dtype,
                                       name="softmax")
-      softmax = lambda x: ops.cast(projection(x), "float32")
 
     def positions(name):
       if hp.position_encoding == "learned":
@@ -152,7 +152,7 @@ class Transformer(keras.Model):
       y = layer(y, memory, memory_mask=memory_mask, self_attention_mask=decoder_mask)
     if prenorm:
       y = decoder_norm(y)
-    logits = softmax(y)
+    logits = projection(y)
     super().__init__(inputs=features, outputs=logits, **kwargs)
 
     self.hparams = hp
@@ -164,7 +164,9 @@ class Transformer(keras.Model):
     self.decoder_layers = decoder_layers
     self.encoder_norm = encoder_norm
     self.decoder_norm = decoder_norm
-    self._softmax = softmax
+    # Decoding and the attention views return float32 logits per position, as before;
+    # only the teacher-forced graph leaves the [b, t, vocab] cast to the loss.
+    self._softmax = lambda x: ops.cast(projection(x), "float32")
 
   # --- Looking inside: the attention weights (never on the training or decoding path) ---
   def call_with_attention_weights(self, inputs, targets):
