@@ -2,14 +2,15 @@
 
 `Transformer` is a functional `keras.Model` subclass (the KerasHub backbone
 pattern): its graph maps {"inputs": [b, s], "targets": [b, t]} int32 ids to
-logits [b, t, vocab] under teacher forcing, in the layers' compute dtype (bfloat16
-under mixed_bfloat16: the loss casts them to float32 inside its compiled
-cluster), with targets shifted right inside the graph (id 0 starts every target, as in tensor2tensor). With
-`hparams.packed_batches` the graph also takes PACKED_FEATURES (segment ids and
-per-pair positions of rows holding several pairs, t2tlite/data/packing.py):
-attention stays within a pair and positions restart with each pair. The same
-layers also serve incremental decoding through `encode`, `initial_decode_state`
-and `decode_step`, which beam search calls one position at a time.
+logits [b, t, vocab] under teacher forcing, in the layers' compute dtype
+(bfloat16 under mixed_bfloat16: the loss casts them to float32 inside its
+compiled cluster), with targets shifted right inside the graph (id 0 starts
+every target, as in tensor2tensor). With `hparams.packed_batches` the graph
+also takes PACKED_FEATURES (segment ids and per-pair positions of rows holding
+several pairs, t2tlite/data/packing.py): attention stays within a pair and
+positions restart with each pair. The same layers also serve incremental
+decoding through `encode`, `initial_decode_state` and `decode_step`, which beam
+search calls one position at a time; those return float32 logits.
 
 Written in keras.ops and importing keras only, so the same model runs on
 every Keras backend (tests/test_backends.py compares TensorFlow and JAX);
@@ -166,7 +167,7 @@ class Transformer(keras.Model):
     self.decoder_norm = decoder_norm
     # Decoding and the attention views return float32 logits per position, as before;
     # only the teacher-forced graph leaves the [b, t, vocab] cast to the loss.
-    self._softmax = lambda x: ops.cast(projection(x), "float32")
+    self._float32_logits = lambda x: ops.cast(projection(x), "float32")
 
   # --- Looking inside: the attention weights (never on the training or decoding path) ---
   def call_with_attention_weights(self, inputs, targets):
@@ -197,7 +198,7 @@ class Transformer(keras.Model):
       cross.append(w_cross)
     if self.decoder_norm is not None:
       y = self.decoder_norm(y)
-    return self._softmax(y), AttentionWeights(encoder, decoder, cross)
+    return self._float32_logits(y), AttentionWeights(encoder, decoder, cross)
 
   # --- Incremental decoding ---
   def encode(self, inputs):
@@ -268,7 +269,7 @@ class Transformer(keras.Model):
           context["memory_mask"], horizons)
     if self.decoder_norm is not None:
       y = self.decoder_norm(y)
-    return self._softmax(y)[:, 0], new_state
+    return self._float32_logits(y)[:, 0], new_state
 
   @staticmethod
   def reorder_decode_state(state, parent_rows):
@@ -303,7 +304,7 @@ class Transformer(keras.Model):
     if self.decoder_norm is not None:
       y = self.decoder_norm(y)
     y = ops.take(y, ops.reshape(step, (1,)), axis=1)  # [b, 1, d]
-    return self._softmax(y)[:, 0], {"ids": history}
+    return self._float32_logits(y)[:, 0], {"ids": history}
 
   def get_config(self):
     return {"hparams": self.hparams.to_dict(), "name": self.name}
