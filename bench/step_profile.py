@@ -36,7 +36,10 @@ the whole update is one compiled op in the trace. In the uncompiled step the los
 is compiled alone (hparams xla_loss, on by default): its XLA executions do not
 appear among the framework ops, so their wall time is read from the trace and
 counted under "loss over V" (op type "XLA cluster"). --xla_loss false profiles
-the loss uncompiled.
+the loss uncompiled. --relaxed profiles the step as t2t-trainer runs it on bucketed
+batches: traced once for [None, None] shapes (train_step._trace_per_shape_if_xla), where
+the default traces it for the one shape profiled, which lets TensorFlow fold shapes the
+relaxed graph computes at run time.
 
   python bench/step_profile.py --shape base --steps 3 --output_json profile.json
   # the Multi30k recipe's model on one core, about its 4096-token batches
@@ -236,8 +239,15 @@ def profile(args):
       ",".join(filter(None, (overrides, args.hparams))))
   _, step = build_tf_step(hp, strategy)
   rng = np.random.default_rng(1)
-  batch = {key: tf.constant(rng.integers(2, vocab, (args.batch, args.length)), tf.int32)
-           for key in ("inputs", "targets")}
+
+  def random_batch(rows, length):
+    return {key: tf.constant(rng.integers(2, vocab, (rows, length)), tf.int32)
+            for key in ("inputs", "targets")}
+
+  batch = random_batch(args.batch, args.length)
+  if args.relaxed:  # Two other shapes first: the step is then traced [None, None], as t2t-trainer's.
+    for rows, length in ((args.batch // 2, args.length * 2), (args.batch + 8, args.length - 2)):
+      float(step(random_batch(rows, length))["loss"])
   for i in range(args.warmup):
     float(step(batch)["loss"])
     print(f"warm-up step {i + 1}/{args.warmup}", file=sys.stderr, flush=True)
@@ -266,6 +276,10 @@ def main():
                       help="hparams xla_loss: the loss compiled alone in the uncompiled step")
   parser.add_argument("--batch", type=int, default=64)
   parser.add_argument("--length", type=int, default=32, help="source = target length")
+  parser.add_argument("--relaxed", action="store_true",
+                      help="profile the step traced shape-relaxed ([None, None] batches), as "
+                           "t2t-trainer runs it from its second batch shape on; by default the "
+                           "step is traced for the one shape profiled")
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--logdir", default="", help="keep the trace here (TensorBoard's Profile)")
@@ -278,9 +292,10 @@ def main():
     sys.exit(f"no profile was written under {logdir}")
   events = read_trace_events(paths)
   total, table = shares(read_op_stats(paths) + read_xla_cluster_time(events))
+  relaxed = ", traced shape-relaxed" if args.relaxed else ""
   print(f"{args.hparams_set or args.shape} step, {args.dtype}, xla {'on' if args.xla else 'off'}, "
-        f"xla_loss {args.xla_loss}, batch {args.batch} x "
-        f"{args.length}: {total / 1e3 / args.steps:.0f} ms of op self-time per step")
+        f"xla_loss {args.xla_loss}, batch {args.batch} x {args.length}{relaxed}: "
+        f"{total / 1e3 / args.steps:.0f} ms of op self-time per step")
   for group, row in table.items():
     ops = ", ".join(f"{k} {v:.1%}" for k, v in row["top_ops"].items())
     print(f"  {group:13s} {row['share']:6.1%}   {ops}")

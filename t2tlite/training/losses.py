@@ -37,19 +37,25 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
   Returns:
     (smoothed_xent, nll), each float32 [batch, length].
   """
-  xent, nll, _ = _smoothed_terms(logits, labels, label_smoothing)
+  xent, nll, _, _ = _smoothed_terms(logits, labels, label_smoothing)
   return xent, nll
 
 
+def _targets(label_smoothing, vocab_size):
+  """(confidence, low_confidence): the smoothed target's weight on the true token and on each other."""
+  return 1.0 - label_smoothing, label_smoothing / (vocab_size - 1.0)
+
+
 def _smoothed_terms(logits, labels, label_smoothing):
-  """(smoothed_xent, nll, true_is_best), each [batch, length]: smoothed_cross_entropy's pair
-  and whether the true token's logit is the row's largest (the accuracy's test).
+  """(smoothed_xent, nll, true_is_best, logsumexp), each [batch, length]: smoothed_cross_entropy's
+  pair, whether the true token's logit is the row's largest (the accuracy's test), and the
+  logsumexp of the logits (what the gradient reads of the forward pass).
 
   The smoothed target q = low + (conf - low) * onehot(y) sums to 1, so
   -sum_v q_v log p_v = logsumexp(l) - (conf - low) * l_y - low * sum_v l_v: the forward
   pass needs only reductions over the vocabulary, never the [batch, length, vocab]
   log-softmax or q. The gradient with respect to the logits is the textbook
-  softmax(l) - q, written out (`_smoothed_xent_and_logsumexp`) and built only inside the
+  softmax(l) - q, written out (`_xent_gradient`) and built only inside the
   backward pass, so nothing of that size is kept between the passes beyond the
   logits themselves. Autodiff through log_softmax and q * log p instead kept
   [batch, length, vocab] float32 intermediates for the backward pass: measured at
@@ -59,22 +65,30 @@ def _smoothed_terms(logits, labels, label_smoothing):
   read the same reductions, with no gradient.
   """
   logits = ops.cast(logits, "float32")
-  vocab_size = logits.shape[-1]  # Static: the model's vocabulary.
-  confidence = 1.0 - label_smoothing
-  low_confidence = label_smoothing / (vocab_size - 1.0)
+  confidence, low_confidence = _targets(label_smoothing, logits.shape[-1])
   labels = ops.cast(labels, "int32")
   xent, logsumexp = _smoothed_xent_and_logsumexp(logits, labels, confidence, low_confidence)
   fixed = ops.stop_gradient(logits)
   logit_true = ops.take_along_axis(fixed, ops.expand_dims(labels, -1), axis=-1)[..., 0]
-  nll = ops.stop_gradient(logsumexp) - logit_true
+  logsumexp = ops.stop_gradient(logsumexp)
+  nll = logsumexp - logit_true
   true_is_best = ops.greater_equal(logit_true, ops.max(fixed, axis=-1))
-  return xent, nll, true_is_best
+  return xent, nll, true_is_best, logsumexp
+
+
+def _xent_gradient(l, labels, logsumexp, d_xent, d_logsumexp, confidence, low_confidence):
+  """d / d l of d_xent * xent + d_logsumexp * logsumexp, float32 [batch, length, vocab]:
+  (d_xent + d_logsumexp) * softmax(l) - d_xent * q."""
+  probs = ops.exp(l - ops.expand_dims(logsumexp, -1))
+  target = ops.one_hot(labels, l.shape[-1], dtype="float32") * (
+      confidence - low_confidence) + low_confidence
+  return (ops.expand_dims(d_xent + d_logsumexp, -1) * probs
+          - ops.expand_dims(d_xent, -1) * target)
 
 
 def _smoothed_xent_and_logsumexp(logits, labels, confidence, low_confidence):
   """(smoothed cross-entropy, logsumexp of the logits), float32 [batch, length], with the
   gradient written out: d xent / d l = softmax(l) - q and d logsumexp / d l = softmax(l)."""
-  vocab_size = logits.shape[-1]
 
   @ops.custom_gradient
   def forward(l):
@@ -91,11 +105,8 @@ def _smoothed_xent_and_logsumexp(logits, labels, confidence, low_confidence):
       if upstream is None:  # TensorFlow: one argument per output; JAX: one tuple of them.
         upstream = args[0] if len(args) == 1 else args
       d_xent, d_logsumexp = upstream
-      probs = ops.exp(l - ops.expand_dims(logsumexp, -1))
-      target = ops.one_hot(labels, vocab_size, dtype="float32") * (
-          confidence - low_confidence) + low_confidence
-      return (ops.expand_dims(d_xent + d_logsumexp, -1) * probs
-              - ops.expand_dims(d_xent, -1) * target)
+      return _xent_gradient(l, labels, logsumexp, d_xent, d_logsumexp, confidence,
+                            low_confidence)
 
     return (xent, logsumexp), grad
 
@@ -109,8 +120,16 @@ def token_loss_sums(logits, labels, label_smoothing, segments=None) -> TokenLoss
   batch (t2tlite/data/packing.py); sequences are then counted per pair, not
   per row. The token sums do not depend on it.
   """
+  return token_loss_sums_and_logsumexp(logits, labels, label_smoothing, segments)[0]
+
+
+def token_loss_sums_and_logsumexp(logits, labels, label_smoothing, segments=None):
+  """(token_loss_sums' sums, the logsumexp of the logits [batch, length] float32, no gradient).
+
+  The logsumexp is what `loss_logits_gradient` reads of the forward pass.
+  """
   weights = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # [b, t]
-  xent, nll, true_is_best = _smoothed_terms(logits, labels, label_smoothing)
+  xent, nll, true_is_best, logsumexp = _smoothed_terms(logits, labels, label_smoothing)
   # Right when the true token scores highest: argmax's answer wherever the maximum is unique
   # (float logits do not tie in practice), without an argmax over the vocabulary (Keras's
   # TensorFlow argmax adds a -0.0 fix that costs four more passes over [batch, length, vocab]).
@@ -122,10 +141,29 @@ def token_loss_sums(logits, labels, label_smoothing, segments=None) -> TokenLoss
     sequences, correct_sequences = ops.sum(has_tokens), ops.sum(all_right * has_tokens)
   else:
     sequences, correct_sequences = _pair_counts(segments, weights, right)
-  return TokenLossSums(
+  sums = TokenLossSums(
       loss=ops.sum(xent * weights), nll=ops.sum(nll * weights),
       tokens=ops.sum(weights), correct=ops.sum(right),
       sequences=sequences, correct_sequences=correct_sequences)
+  return sums, logsumexp
+
+
+def loss_logits_gradient(logits, labels, label_smoothing, logsumexp, d_loss):
+  """d (d_loss * token_loss_sums(...).loss) / d logits, in the logits' dtype.
+
+  What autodiff of token_loss_sums gives (its loss is the only sum that depends on
+  the logits: the NLL and the counts read them through stop_gradient), for a caller
+  that runs the forward and the backward pass as two functions of its own: the
+  backward reads the logits and the forward's logsumexp, nothing else of the
+  forward pass.
+  """
+  l = ops.cast(logits, "float32")
+  labels = ops.cast(labels, "int32")
+  confidence, low_confidence = _targets(label_smoothing, l.shape[-1])
+  d_xent = ops.cast(ops.not_equal(labels, PAD_ID), "float32") * d_loss
+  gradient = _xent_gradient(l, labels, logsumexp, d_xent, ops.zeros_like(d_xent), confidence,
+                            low_confidence)
+  return ops.cast(gradient, logits.dtype)
 
 
 def _pair_counts(segments, weights, right):

@@ -46,13 +46,39 @@ def _sums_dict(sums: losses.TokenLossSums):
   return {key: getattr(sums, key) for key in METRIC_KEYS}
 
 
-# The smoothed cross-entropy over the vocabulary and its written-out gradient,
-# one XLA cluster per batch shape (forward and backward each). Uncompiled, each of
-# its ops (cast, max, exp, sums, softmax - q) is a pass over [batch, length,
-# vocab] float32; XLA fuses them into a few passes over the logits as they come
-# (bfloat16 under mixed_bfloat16). bench/README.md has the measurement. Inside a
-# step compiled whole it is not used (the step's own compilation fuses the same).
-xla_token_loss_sums = tf.function(losses.token_loss_sums, jit_compile=True)
+_xla_loss_forward = tf.function(losses.token_loss_sums_and_logsumexp, jit_compile=True)
+_xla_loss_backward = tf.function(losses.loss_logits_gradient, jit_compile=True)
+
+
+def xla_token_loss_sums(logits, labels, label_smoothing, segments=None) -> losses.TokenLossSums:
+  """losses.token_loss_sums with its forward and its backward pass each one XLA cluster.
+
+  Uncompiled, each op of the smoothed cross-entropy and its written-out gradient
+  (cast, max, exp, sums, softmax - q) is a pass over [batch, length, vocab] in
+  float32; XLA fuses them into a few passes over the logits as they come (bfloat16
+  under mixed_bfloat16), compiled once per batch shape. bench/README.md has the
+  measurements. Inside a step compiled whole it is not used (the step's own
+  compilation fuses the same).
+
+  The gradient is given here, not derived by TensorFlow from the compiled
+  function: the backward cluster reads the logits and the forward's logsumexp
+  ([batch, length]) only. Derived, the forward cluster wrote float32 copies of
+  [batch, length, vocab] tensors for the backward pass to read (the cast logits;
+  in the trainer's shape-relaxed step also tensors whose shapes the gradient
+  functions ask at run time): 44 ms of the Multi30k recipe's step static, 63 ms
+  relaxed, against 25 ms now.
+  """
+
+  @tf.custom_gradient
+  def sums_of(logits):
+    sums, logsumexp = _xla_loss_forward(logits, labels, label_smoothing, segments)
+
+    def grad(d_loss, *unused):  # Only the loss sum depends on the logits.
+      return _xla_loss_backward(logits, labels, label_smoothing, logsumexp, d_loss)
+
+    return tuple(sums), grad
+
+  return losses.TokenLossSums(*sums_of(logits))
 
 
 def loss_sums_function(hparams):
