@@ -65,8 +65,8 @@ def xla_token_loss_sums(logits, labels, label_smoothing, segments=None) -> losse
   ([batch, length]) only. Derived, the forward cluster wrote float32 copies of
   [batch, length, vocab] tensors for the backward pass to read (the cast logits;
   in the trainer's shape-relaxed step also tensors whose shapes the gradient
-  functions ask at run time): 44 ms of the Multi30k recipe's step static, 63 ms
-  relaxed, against 25 ms now.
+  functions ask at run time): the recipe's step spent 63 ms in these clusters
+  relaxed, 37 ms now (bench/README.md, "The trainer's step traced shape-relaxed").
   """
 
   @tf.custom_gradient
@@ -201,7 +201,9 @@ def _trace_per_shape_if_xla(step, hparams):
   bucket count). Without XLA a trace per shape buys nothing but graph building:
   a 4+4-layer step took ~10 s to trace on one CPU core, ~7 minutes over 42 bucket
   shapes. reduce_retracing relaxes [rows, length] to [None, None] at the second
-  shape, so the whole run traces twice.
+  shape, so the whole run traces twice. The relaxed graph runs within a few
+  milliseconds of a static one since the loss gives its own gradient
+  (`xla_token_loss_sums`); bench/step_profile.py --relaxed profiles it.
   """
   return tf.function(step, reduce_retracing=not xla_choice.train_xla(hparams))
 
