@@ -245,7 +245,7 @@ def profile(args):
             for key in ("inputs", "targets")}
 
   batch = random_batch(args.batch, args.length)
-  if args.relaxed:  # Two other shapes first: the step is then traced [None, None], as t2t-trainer's.
+  if args.relaxed:  # Two other shapes first: then traced [None, None], as the trainer's step.
     for rows, length in ((args.batch // 2, args.length * 2), (args.batch + 8, args.length - 2)):
       float(step(random_batch(rows, length))["loss"])
   for i in range(args.warmup):

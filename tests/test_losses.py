@@ -72,8 +72,8 @@ def test_loss_gradient_equals_autodiff_of_the_textbook_formula(eps, compiled):
   """The written-out gradient (softmax - q, with padding masked) against TensorFlow's autodiff of
   -sum_v q_v log_softmax(l)_v, on random logits of a large range, in float32 and bfloat16; also
   the loss compiled alone with XLA (train_step.xla_token_loss_sums, hparams xla_loss), whose
-  forward and backward clusters are two functions joined by its own gradient, called eagerly
-  and inside a function traced shape-relaxed as the trainer's step is."""
+  forward and backward clusters are two functions joined by its own gradient: called eagerly on
+  a variable, and inside a function traced shape-relaxed as the trainer's step is."""
   token_loss_sums = train_step.xla_token_loss_sums if compiled else losses.token_loss_sums
   rng = np.random.default_rng(7)
   vocab = 13
@@ -96,7 +96,8 @@ def test_loss_gradient_equals_autodiff_of_the_textbook_formula(eps, compiled):
       textbook = 0.5 * tf.reduce_sum(
           -tf.reduce_sum(q * tf.nn.log_softmax(tf.cast(logits, tf.float32)), -1) * weights)
     expected = tf.cast(tape.gradient(textbook, logits), tf.float32).numpy()
-    for loss, gradient in (loss_and_gradient(logits, labels), relaxed(logits, labels)):
+    for loss, gradient in (loss_and_gradient(tf.Variable(logits), labels),
+                           relaxed(logits, labels)):
       np.testing.assert_allclose(float(loss), float(textbook), rtol=1e-5)
       assert gradient.dtype == dtype
       np.testing.assert_allclose(tf.cast(gradient, tf.float32).numpy(), expected,

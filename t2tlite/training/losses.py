@@ -42,7 +42,7 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
 
 
 def _targets(label_smoothing, vocab_size):
-  """(confidence, low_confidence): the smoothed target's weight on the true token and on each other."""
+  """(confidence, low_confidence): the smoothed target's weight on the true token, on each other."""
   return 1.0 - label_smoothing, label_smoothing / (vocab_size - 1.0)
 
 
