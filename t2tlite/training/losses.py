@@ -41,6 +41,11 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
   return xent, nll
 
 
+def _real_token_weights(labels):
+  """float32 [b, t]: 1 at real target tokens, 0 at padding (what the loss sums count)."""
+  return ops.cast(ops.not_equal(labels, PAD_ID), "float32")
+
+
 def _targets(label_smoothing, vocab_size):
   """(confidence, low_confidence): the smoothed target's weight on the true token, on each other."""
   return 1.0 - label_smoothing, label_smoothing / (vocab_size - 1.0)
@@ -128,7 +133,7 @@ def token_loss_sums_and_logsumexp(logits, labels, label_smoothing, segments=None
 
   The logsumexp is what `loss_logits_gradient` reads of the forward pass.
   """
-  weights = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # [b, t]
+  weights = _real_token_weights(labels)
   xent, nll, true_is_best, logsumexp = _smoothed_terms(logits, labels, label_smoothing)
   # Right when the true token scores highest: argmax's answer wherever the maximum is unique
   # (float logits do not tie in practice), without an argmax over the vocabulary (Keras's
@@ -160,7 +165,7 @@ def loss_logits_gradient(logits, labels, label_smoothing, logsumexp, d_loss):
   l = ops.cast(logits, "float32")
   labels = ops.cast(labels, "int32")
   confidence, low_confidence = _targets(label_smoothing, l.shape[-1])
-  d_xent = ops.cast(ops.not_equal(labels, PAD_ID), "float32") * d_loss
+  d_xent = _real_token_weights(labels) * d_loss
   gradient = _xent_gradient(l, labels, logsumexp, d_xent, ops.zeros_like(d_xent), confidence,
                             low_confidence)
   return ops.cast(gradient, logits.dtype)
