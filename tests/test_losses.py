@@ -13,7 +13,8 @@ def numpy_smoothed_xent(logits, labels, eps):
   log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
   target = np.full(logits.shape, eps / (vocab - 1))
   np.put_along_axis(target, labels[..., None], 1 - eps, axis=-1)
-  return -(target * log_probs).sum(-1), -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+  nll = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+  return -(target * log_probs).sum(-1), nll
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.2])

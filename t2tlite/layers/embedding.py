@@ -144,7 +144,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
       return inputs + ops.take(ops.cast(self.positions, inputs.dtype), positions, axis=0)
     positions = _positions(inputs, start_index)
     length = inputs.shape[1]
-    if isinstance(start_index, int) and length is not None and start_index + length > self.max_position:
+    if (isinstance(start_index, int) and length is not None
+        and start_index + length > self.max_position):
       raise ValueError(f"sequence of {start_index + length} positions is longer than the learned "
                        f"position table (hparam max_position={self.max_position})")
     table = ops.take(ops.cast(self.positions, inputs.dtype), positions, axis=0)
