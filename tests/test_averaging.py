@@ -212,7 +212,7 @@ def test_the_average_of_the_best_n_is_the_mean_of_the_weights_they_were_kept_wit
   from t2tlite.training.trainer import Trainer
   weights_at = {}
 
-  def dev_metrics(trainer):
+  def dev_metrics(trainer, stopping=None):
     weights_at[trainer.step] = {w.path: np.array(w.numpy()) for w in trainer.model.weights}
     return {"loss": BEST_SCRIPT[trainer.step]}
   monkeypatch.setattr(Trainer, "dev_metrics", dev_metrics)

@@ -23,7 +23,8 @@ import pytest
 
 from t2tlite import errors, files, registry
 from t2tlite.data import shard_manifest
-from t2tlite.training import averaging, checkpoint_manifest, resume, run_dir, run_identity, run_lock
+from t2tlite.training import (averaging, checkpoint_manifest, resume, run_dir, run_identity,
+                               run_lock, stop_signals)
 from t2tlite.training.options import TrainOptions, TrainOptionsError
 from t2tlite.training.trainer import Trainer
 from tests.helpers import command, one_line_error, run
@@ -254,6 +255,63 @@ def test_resume_does_not_log_replayed_steps_twice(run_copy):
   resume.write_state(run_copy)
   assert make_trainer(run_copy).train()  # Resumes at 4, replays 5..8.
   assert event_steps(run_copy) == [2, 4, 6, 8]
+
+
+def eval_losses(output_dir):
+  """{step: dev loss} of every evaluation in the run's TensorBoard events."""
+  import tensorflow as tf
+  losses = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "eval", "events.out.tfevents.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == "loss":
+          assert event.step not in losses, f"step {event.step} evaluated twice"
+          losses[event.step] = float(tf.make_ndarray(value.tensor))
+  return losses
+
+
+def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_it(tmp_path):
+  """Step 4 is due a checkpoint and an evaluation: it is saved before dev is read, so a
+  signal (or a kill) while dev is evaluated loses no training. The signal abandons the
+  evaluation; the same command evaluates step 4 first and trains on. The truth: a run
+  never stopped, whose events the stopped-and-resumed run's must equal value for value."""
+  settings = dict(steps=8, eval_every=4, save_checkpoints_steps=4)
+  straight = make_trainer(tmp_path / "straight", **settings)
+  read_dev = straight.dev_metrics
+  saved_when_read = []
+
+  def dev_metrics(stopping=None):
+    step_files = os.path.join(straight.output_dir, f"ckpt-{straight.step}.manifest.json")
+    saved_when_read.append((straight.step, os.path.exists(step_files)))
+    return read_dev(stopping)
+  straight.dev_metrics = dev_metrics
+  straight.train()
+  assert saved_when_read == [(4, True), (8, True)]
+
+  out = str(tmp_path / "stopped")
+  stopped = make_trainer(out, **settings)
+  eval_step = stopped.eval_step
+  signalled = []
+
+  def eval_step_then_sigterm(batch):
+    if not signalled:  # Once: the first signal only asks; a second would end the process.
+      signalled.append(stopped.step)
+      os.kill(os.getpid(), signal.SIGTERM)
+    return eval_step(batch)
+  eval_step_then_sigterm.experimental_get_tracing_count = eval_step.experimental_get_tracing_count
+  stopped.eval_step = eval_step_then_sigterm
+  with pytest.raises(stop_signals.StopRequested,
+                     match=r"stopped by SIGTERM at step 4, saved .*ckpt-4: the same command"):
+    stopped.train()
+  assert signalled == [4]
+  assert os.path.exists(os.path.join(out, "ckpt-4.manifest.json"))
+  assert not os.path.exists(os.path.join(out, "ckpt-5.index"))
+  assert eval_losses(out) == {}  # Abandoned: nothing written for step 4.
+
+  make_trainer(out, **settings).train()
+  expected = eval_losses(straight.output_dir)
+  assert sorted(expected) == [4, 8]
+  assert eval_losses(out) == expected
 
 
 def test_leftovers_of_a_killed_write_are_removed_at_start(run_copy):

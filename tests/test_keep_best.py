@@ -26,7 +26,7 @@ def scripted(monkeypatch):
   """Trainer.dev_metrics follows SCRIPT (bleu); returns {step: weights checksum} seen."""
   seen = {}
 
-  def dev_metrics(trainer):
+  def dev_metrics(trainer, stopping=None):
     seen[trainer.step] = checkpoints.weights_checksum(trainer.model)
     return {"loss": 1.0, "bleu": SCRIPT[trainer.step]}
   monkeypatch.setattr(Trainer, "dev_metrics", dev_metrics)

@@ -7,7 +7,11 @@ one (model, optimizer and the input iterator, so a run killed with `kill -9`
 continues on the same step with the same data), then alternates training
 steps, progress lines on stderr, TensorBoard summaries, periodic evaluation
 and checkpoints. Ctrl-C or SIGTERM ends the loop after the step in flight
-and saves that step (stop_signals.py). With several workers only the chief
+and saves that step (stop_signals.py). A step due both a checkpoint and an
+evaluation is saved first, so a run stopped or killed while it evaluates dev
+keeps the step; a signal during the evaluation abandons it between dev
+batches (a dev decode under way runs to its end), and the resumed run
+evaluates that step before training on. With several workers only the chief
 writes into the output directory, and every worker restores the chief's
 checkpoint. A new run may start from another run's weights (warm_start.py);
 the best evaluation's weights are kept in best/ and training may stop early
@@ -397,6 +401,12 @@ class Trainer:
                    progress.format_duration(opts.train_seconds))
     multi_worker = not self.jax and distribution.is_multi_worker(self.strategy)
     with stop_signals.StopSignals(enabled=not multi_worker) as stops:
+      stopping = lambda: stops.received is not None  # noqa: E731
+      if self._evaluation_missing(step, finished_before or stopped_early, multi_worker):
+        logging.info("step %d: its dev evaluation did not finish before the run stopped; "
+                     "evaluating it now", step)
+        last_eval = self.evaluate(step, stopping)
+        stopped_early = self.best is not None and self.best.out_of_patience
       while (not stopped_early and step < opts.train_steps and not self._out_of_time()
              and stops.received is None):
         batch = self._next_batch()
@@ -411,17 +421,18 @@ class Trainer:
         if step % opts.log_every == 0 or step == opts.train_steps:
           self._log_train(step, window)
           window.reset()
-        if opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps:
-          last_eval = self.evaluate(step)
-          stopped_early = self.best is not None and self.best.out_of_patience
-        due = (stopped_early or step % opts.save_checkpoints_steps == 0 or
+        due = (step % opts.save_checkpoints_steps == 0 or
                (opts.save_checkpoints_secs and
                 time.time() - last_save_time >= opts.save_checkpoints_secs))
-        if due and step < opts.train_steps:
+        if due and step < opts.train_steps:  # Before evaluating: see the module docstring.
           self.save()
           last_save_time = time.time()
+        if (opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps
+            and not stopping()):
+          last_eval = self.evaluate(step, stopping)
+          stopped_early = self.best is not None and self.best.out_of_patience
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
-      self.save()  # The final step, unless it was just saved.
+      self.save()  # The final step (or the early stop's), unless it was just saved.
     if stops.received is not None:  # No evaluation or averaging: the user wants it to stop.
       raise stop_signals.StopRequested(stops.received, step, self.manager.latest_checkpoint)
     if stopped_early:
@@ -480,10 +491,29 @@ class Trainer:
         logging.warning("--average_best_n=%d: no dev %s was ever reported, so best/ holds "
                         "nothing to average", opts.average_best_n, opts.keep_best)
 
-  def evaluate(self, step: Optional[int] = None) -> dict:
-    """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best."""
+  def _evaluation_missing(self, step: int, finished: bool, multi_worker: bool) -> bool:
+    """Whether the restored step was due a dev evaluation that never reached TensorBoard.
+
+    A stop signal abandons an evaluation, and a kill cuts it short; the step itself was
+    saved first. Not with several workers: each would have to read the chief's events.
+    """
+    every = self.options.eval_every
+    return bool(every and 0 < step < self.options.train_steps and step % every == 0
+                and self._logged["eval"] < step and not finished and not multi_worker)
+
+  def evaluate(self, step: Optional[int] = None,
+               stopping: Optional[Callable[[], bool]] = None) -> dict:
+    """Dev metrics (`dev_metrics`) at `step`: logged, written to TensorBoard, shown to --keep_best.
+
+    `stopping() -> True` abandons the evaluation between dev batches: nothing is
+    written, and {} is returned.
+    """
     step = self.step if step is None else step
-    scalars = self.dev_metrics()
+    scalars = self.dev_metrics(stopping)
+    if scalars is None:
+      logging.info("step %d: dev evaluation abandoned on a stop signal; resuming evaluates "
+                   "this step first", step)
+      return {}
     if not scalars:
       return {}
     if step > self._logged["eval"]:  # A resumed run does not log a step twice.
@@ -496,8 +526,12 @@ class Trainer:
       self.best.observe(step, scalars)  # May write best/: _write_weights syncs first.
     return scalars
 
-  def dev_metrics(self) -> dict:
-    """Teacher-forced loss, NLL, perplexity and accuracies on dev, and the decoded metrics."""
+  def dev_metrics(self, stopping: Optional[Callable[[], bool]] = None) -> Optional[dict]:
+    """Teacher-forced loss, NLL, perplexity and accuracies on dev, and the decoded metrics.
+
+    None where `stopping()` turned true before the last dev batch or the decode.
+    """
+    stopping = stopping or (lambda: False)
     if not self.problem.has_data("dev", self.data_dir):
       logging.warning("no dev data for %s in %s: evaluation skipped", self.problem.name,
                       self.data_dir)
@@ -505,6 +539,8 @@ class Trainer:
     window = progress.MetricWindow()
     started, batches = time.time(), 0
     for batch in self._dev_batches():
+      if stopping():
+        return None
       window.add(self.eval_step(batch))
       self._log_compilation("eval", self.eval_step, batch)
       batches += 1
@@ -513,6 +549,8 @@ class Trainer:
                  time.time() - started)
     scalars = {k: metrics[k] for k in ("loss", "nll", "perplexity", "accuracy",
                                        "sequence_accuracy")}
+    if stopping():
+      return None
     # Decoding needs no other worker; it is TensorFlow's (the train() log says so under JAX).
     if self.options.eval_decode and self.dev_decoding is not None and self.is_chief:
       scalars.update(self.dev_decoding(self.model))
