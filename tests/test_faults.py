@@ -257,26 +257,43 @@ def test_resume_does_not_log_replayed_steps_twice(run_copy):
   assert event_steps(run_copy) == [2, 4, 6, 8]
 
 
-def eval_losses(output_dir):
-  """{step: dev loss} of every evaluation in the run's TensorBoard events."""
+def eval_metrics(output_dir, tag):
+  """{step: value} of dev metric `tag` in the run's TensorBoard events."""
   import tensorflow as tf
-  losses = {}
+  values = {}
   for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "eval", "events.out.tfevents.*"))):
     for event in tf.compat.v1.train.summary_iterator(path):
       for value in event.summary.value:
-        if value.tag == "loss":
-          assert event.step not in losses, f"step {event.step} evaluated twice"
-          losses[event.step] = float(tf.make_ndarray(value.tensor))
-  return losses
+        if value.tag == tag:
+          assert event.step not in values, f"step {event.step} evaluated twice"
+          values[event.step] = float(tf.make_ndarray(value.tensor))
+  return values
 
 
-def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_it(tmp_path):
-  """Step 4 is due a checkpoint and an evaluation: it is saved before dev is read, so a
-  signal (or a kill) while dev is evaluated loses no training. The signal abandons the
-  evaluation; the same command evaluates step 4 first and trains on. The truth: a run
-  never stopped, whose events the stopped-and-resumed run's must equal value for value."""
-  settings = dict(steps=8, eval_every=4, save_checkpoints_steps=4)
-  straight = make_trainer(tmp_path / "straight", **settings)
+def eval_losses(output_dir):
+  return eval_metrics(output_dir, "loss")
+
+
+def evaluating_trainer(output_dir):
+  """Evaluates dev at steps 4 and 8, teacher-forced and decoded (3 decode batches of 4
+  lines, one at a time); step 4 is due a checkpoint too."""
+  from t2tlite.decoding.dev_decoding import DevDecoding
+  trainer = make_trainer(output_dir, steps=8, eval_every=4, save_checkpoints_steps=4,
+                         eval_decode=True, eval_decode_lines=12,
+                         eval_decode_hparams="batch_size=4,concurrent_batches=1")
+  trainer.dev_decoding = DevDecoding.from_options(trainer.problem, None, trainer.options)
+  return trainer
+
+
+@pytest.mark.parametrize("signalled_in", ["teacher-forced", "decode"])
+def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_it(
+    tmp_path, monkeypatch, signalled_in):
+  """Step 4 is saved before dev is read, so a signal (or a kill) while dev is evaluated
+  loses no training. SIGTERM during the teacher-forced pass or between decode batches
+  abandons the evaluation; the same command evaluates step 4 first and trains on. The
+  truth: a run never stopped, whose events the resumed run's must equal value for value."""
+  from t2tlite.decoding.pipeline import DecodePipeline
+  straight = evaluating_trainer(tmp_path / "straight")
   read_dev = straight.dev_metrics
   saved_when_read = []
 
@@ -287,31 +304,49 @@ def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_
   straight.dev_metrics = dev_metrics
   straight.train()
   assert saved_when_read == [(4, True), (8, True)]
+  expected = eval_losses(straight.output_dir)
+  assert sorted(expected) == [4, 8]
 
   out = str(tmp_path / "stopped")
-  stopped = make_trainer(out, **settings)
-  eval_step = stopped.eval_step
-  signalled = []
+  stopped = evaluating_trainer(out)
+  signalled, decode_batches_done = [], []
 
-  def eval_step_then_sigterm(batch):
-    if not signalled:  # Once: the first signal only asks; a second would end the process.
+  def sigterm_once():  # Once: the first signal only asks; a second would end the process.
+    if not signalled:
       signalled.append(stopped.step)
       os.kill(os.getpid(), signal.SIGTERM)
-    return eval_step(batch)
-  eval_step_then_sigterm.experimental_get_tracing_count = eval_step.experimental_get_tracing_count
-  stopped.eval_step = eval_step_then_sigterm
+  if signalled_in == "teacher-forced":
+    eval_step = stopped.eval_step
+
+    def eval_step_then_sigterm(batch):
+      sigterm_once()
+      return eval_step(batch)
+    eval_step_then_sigterm.experimental_get_tracing_count = eval_step.experimental_get_tracing_count
+    stopped.eval_step = eval_step_then_sigterm
+  else:
+    decode = DecodePipeline.decode
+
+    def decode_with_sigterm(self, sources, references=None, progress=None):
+      def after_each_batch(lines_done):
+        decode_batches_done.append(lines_done)
+        sigterm_once()
+        progress(lines_done)
+      return decode(self, sources, references, progress=after_each_batch)
+    monkeypatch.setattr(DecodePipeline, "decode", decode_with_sigterm)
   with pytest.raises(stop_signals.StopRequested,
                      match=r"stopped by SIGTERM at step 4, saved .*ckpt-4: the same command"):
     stopped.train()
   assert signalled == [4]
+  assert decode_batches_done == ([] if signalled_in == "teacher-forced" else [4])  # Of 3.
   assert os.path.exists(os.path.join(out, "ckpt-4.manifest.json"))
   assert not os.path.exists(os.path.join(out, "ckpt-5.index"))
   assert eval_losses(out) == {}  # Abandoned: nothing written for step 4.
 
-  make_trainer(out, **settings).train()
-  expected = eval_losses(straight.output_dir)
-  assert sorted(expected) == [4, 8]
+  monkeypatch.undo()
+  evaluating_trainer(out).train()
   assert eval_losses(out) == expected
+  decoded = eval_metrics(straight.output_dir, "exact_match")
+  assert sorted(decoded) == [4, 8] and eval_metrics(out, "exact_match") == decoded
 
 
 def test_leftovers_of_a_killed_write_are_removed_at_start(run_copy):

@@ -6,12 +6,16 @@ that trains (bin/t2t_trainer.py) builds a `DevDecoding` and hands it to the
 Trainer, which calls it with its model at each evaluation that decodes.
 """
 
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 
 from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.pipeline import DecodePipeline
+
+
+class _Abandoned(Exception):
+  """Raised between decode batches once the trainer is asked to stop."""
 
 
 class DevDecoding:
@@ -31,7 +35,12 @@ class DevDecoding:
     """From a training.options.TrainOptions: its eval_decode_hparams and eval_decode_lines."""
     return cls(problem, data_dir, options.eval_decode_hparams, options.eval_decode_lines)
 
-  def __call__(self, model) -> dict:
+  def __call__(self, model, stopping: Optional[Callable[[], bool]] = None) -> Optional[dict]:
+    """The metrics; None where `stopping()` turned true between two decode batches.
+
+    A stop signal then ends the decode after the batches already searching, not after
+    all of dev (Trainer.evaluate abandons the evaluation; the resumed run redoes it).
+    """
     if self.pipeline is None:
       self.pipeline = DecodePipeline(self.problem, model, self.hparams, self.data_dir)
       sources, references = self.problem.eval_text("dev", self.data_dir)
@@ -39,7 +48,14 @@ class DevDecoding:
         sources, references = sources[:self.lines], references[:self.lines]
       self._text = (sources, references)
     sources, references = self._text
-    decoded = self.pipeline.decode(sources, references)
+
+    def stop_if_asked(_lines_done):
+      if stopping is not None and stopping():
+        raise _Abandoned()
+    try:
+      decoded = self.pipeline.decode(sources, references, progress=stop_if_asked)
+    except _Abandoned:
+      return None
     if decoded.postprocess_summary:
       logging.info("dev decodes: %s", decoded.postprocess_summary)
     logging.info("decoded %d dev sentences in %.1f s (%d batch shapes so far): %s", len(sources),

@@ -10,8 +10,8 @@ and checkpoints. Ctrl-C or SIGTERM ends the loop after the step in flight
 and saves that step (stop_signals.py). A step due both a checkpoint and an
 evaluation is saved first, so a run stopped or killed while it evaluates dev
 keeps the step; a signal during the evaluation abandons it between dev
-batches (a dev decode under way runs to its end), and the resumed run
-evaluates that step before training on. With several workers only the chief
+batches (teacher-forced or decoded), and the resumed run evaluates that step
+before training on. With several workers only the chief
 writes into the output directory, and every worker restores the chief's
 checkpoint. A new run may start from another run's weights (warm_start.py);
 the best evaluation's weights are kept in best/ and training may stop early
@@ -529,7 +529,7 @@ class Trainer:
   def dev_metrics(self, stopping: Optional[Callable[[], bool]] = None) -> Optional[dict]:
     """Teacher-forced loss, NLL, perplexity and accuracies on dev, and the decoded metrics.
 
-    None where `stopping()` turned true before the last dev batch or the decode.
+    None where `stopping()` turned true before the last dev batch or the decode's.
     """
     stopping = stopping or (lambda: False)
     if not self.problem.has_data("dev", self.data_dir):
@@ -553,7 +553,10 @@ class Trainer:
       return None
     # Decoding needs no other worker; it is TensorFlow's (the train() log says so under JAX).
     if self.options.eval_decode and self.dev_decoding is not None and self.is_chief:
-      scalars.update(self.dev_decoding(self.model))
+      decoded = self.dev_decoding(self.model, stopping)
+      if decoded is None:
+        return None
+      scalars.update(decoded)
     return scalars
 
   def _dev_batches(self):
