@@ -443,7 +443,7 @@ class Trainer:
                f">= --train_steps={opts.train_steps}")
       logging.info("step %d %s: nothing to train; the evaluation at step %d is already in "
                    "TensorBoard", step, spent, step)
-    elif not (last_eval and self._logged["eval"] >= step):  # Unless evaluated just now.
+    else:
       last_eval = self.evaluate(step)
     if (opts.average_last_n or opts.average_best_n) and self.is_chief:
       self._average()
@@ -518,7 +518,6 @@ class Trainer:
       return {}
     if step > self._logged["eval"]:  # A resumed run does not log a step twice.
       progress.write_scalars(self.eval_writer, step, scalars)
-      self._logged["eval"] = step
       if self.options.attention_summaries and self.is_chief and tf is not None:
         self._sync_model()
         self._log_attention(step)
