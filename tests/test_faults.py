@@ -232,13 +232,19 @@ def test_checkpoint_path_forms(trained):
 
 # --- Quiet oddities ---------------------------------------------------------------------
 
-def event_steps(directory):
+def scalar_events(directory, tag):
+  """[(step, value)] of every `tag` summary in the event files of `directory`, in file order."""
   import tensorflow as tf
-  steps = []
+  events = []
   for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.out.tfevents.*"))):
-    steps += [e.step for e in tf.compat.v1.train.summary_iterator(path)
-              for v in e.summary.value if v.tag == "loss"]
-  return steps
+    events += [(e.step, float(tf.make_ndarray(v.tensor)))
+               for e in tf.compat.v1.train.summary_iterator(path)
+               for v in e.summary.value if v.tag == tag]
+  return events
+
+
+def event_steps(directory):
+  return [step for step, _ in scalar_events(directory, "loss")]
 
 
 def test_rerun_of_a_finished_run_adds_no_evaluation(run_copy):
@@ -259,15 +265,10 @@ def test_resume_does_not_log_replayed_steps_twice(run_copy):
 
 def eval_metrics(output_dir, tag):
   """{step: value} of dev metric `tag` in the run's TensorBoard events."""
-  import tensorflow as tf
-  values = {}
-  for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "eval", "events.out.tfevents.*"))):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == tag:
-          assert event.step not in values, f"step {event.step} evaluated twice"
-          values[event.step] = float(tf.make_ndarray(value.tensor))
-  return values
+  events = scalar_events(os.path.join(output_dir, "eval"), tag)
+  steps = [step for step, _ in events]
+  assert len(set(steps)) == len(steps), f"a step evaluated twice: {steps}"
+  return dict(events)
 
 
 def eval_losses(output_dir):

@@ -399,16 +399,15 @@ class Trainer:
     if opts.train_seconds:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
-    multi_worker = not self.jax and distribution.is_multi_worker(self.strategy)
-    with stop_signals.StopSignals(enabled=not multi_worker) as stops:
+    with stop_signals.StopSignals(enabled=not self._multi_worker()) as stops:
       stopping = lambda: stops.received is not None  # noqa: E731
-      if self._evaluation_missing(step, finished_before or stopped_early, multi_worker):
+      if self._evaluation_missing(step, finished_before or stopped_early):
         logging.info("step %d: its dev evaluation did not finish before the run stopped; "
                      "evaluating it now", step)
         last_eval = self.evaluate(step, stopping)
         stopped_early = self.best is not None and self.best.out_of_patience
       while (not stopped_early and step < opts.train_steps and not self._out_of_time()
-             and stops.received is None):
+             and not stopping()):
         batch = self._next_batch()
         window.add(self.train_step(batch))
         self._log_compilation("train", self.train_step, batch)
@@ -491,7 +490,7 @@ class Trainer:
         logging.warning("--average_best_n=%d: no dev %s was ever reported, so best/ holds "
                         "nothing to average", opts.average_best_n, opts.keep_best)
 
-  def _evaluation_missing(self, step: int, finished: bool, multi_worker: bool) -> bool:
+  def _evaluation_missing(self, step: int, finished: bool) -> bool:
     """Whether the restored step was due a dev evaluation that never reached TensorBoard.
 
     A stop signal abandons an evaluation, and a kill cuts it short; the step itself was
@@ -499,7 +498,7 @@ class Trainer:
     """
     every = self.options.eval_every
     return bool(every and 0 < step < self.options.train_steps and step % every == 0
-                and self._logged["eval"] < step and not finished and not multi_worker)
+                and self._logged["eval"] < step and not finished and not self._multi_worker())
 
   def evaluate(self, step: Optional[int] = None,
                stopping: Optional[Callable[[], bool]] = None) -> dict:
