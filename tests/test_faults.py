@@ -275,6 +275,25 @@ def eval_losses(output_dir):
   return eval_metrics(output_dir, "loss")
 
 
+def test_time_running_out_right_after_an_evaluation_does_not_evaluate_that_step_again(
+    tmp_path, monkeypatch):
+  """--train_seconds spent during the evaluation at step 4: the run ends there, and step 4
+  is in TensorBoard once (eval_metrics fails on a second point), as is its --keep_best entry."""
+  evaluations = []
+  out_of_time = Trainer._out_of_time
+  monkeypatch.setattr(Trainer, "_out_of_time", lambda self: self.step >= 4 or out_of_time(self))
+  trainer = make_trainer(tmp_path / "run", steps=8, eval_every=4, keep_best="loss")
+  evaluate = trainer.evaluate
+
+  def counted(step=None, stopping=None):
+    evaluations.append(step)
+    return evaluate(step, stopping)
+  trainer.evaluate = counted
+  metrics = trainer.train()
+  assert evaluations == [4] and trainer.step == 4
+  assert eval_losses(trainer.output_dir) == {4: pytest.approx(metrics["loss"])}
+
+
 def evaluating_trainer(output_dir):
   """Evaluates dev at steps 4 and 8, teacher-forced and decoded (3 decode batches of 4
   lines, one at a time); step 4 is due a checkpoint too."""

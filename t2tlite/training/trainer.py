@@ -391,6 +391,7 @@ class Trainer:
     window = progress.MetricWindow()
     last_save_time = time.time()
     last_eval = {}
+    evaluated_step = None  # The step this call last evaluated: the end does not repeat it.
     skipped = 0
     self._clock = (time.time(), self._seconds_before)
     stopped_early = self.best is not None and self.best.out_of_patience
@@ -404,7 +405,7 @@ class Trainer:
       if self._evaluation_missing(step, finished_before or stopped_early):
         logging.info("step %d: its dev evaluation did not finish before the run stopped; "
                      "evaluating it now", step)
-        last_eval = self.evaluate(step, stopping)
+        last_eval, evaluated_step = self.evaluate(step, stopping), step
         stopped_early = self.best is not None and self.best.out_of_patience
       while (not stopped_early and step < opts.train_steps and not self._out_of_time()
              and not stopping()):
@@ -428,7 +429,7 @@ class Trainer:
           last_save_time = time.time()
         if (opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps
             and not stopping()):
-          last_eval = self.evaluate(step, stopping)
+          last_eval, evaluated_step = self.evaluate(step, stopping), step
           stopped_early = self.best is not None and self.best.out_of_patience
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step (or the early stop's), unless it was just saved.
@@ -442,7 +443,7 @@ class Trainer:
                f">= --train_steps={opts.train_steps}")
       logging.info("step %d %s: nothing to train; the evaluation at step %d is already in "
                    "TensorBoard", step, spent, step)
-    else:
+    elif evaluated_step != step:  # --train_seconds may run out right after an evaluation.
       last_eval = self.evaluate(step)
     if (opts.average_last_n or opts.average_best_n) and self.is_chief:
       self._average()
