@@ -142,6 +142,33 @@ def test_stop_signals_first_asks_second_acts_as_before_ignored_stays_ignored():
   assert signal.getsignal(signal.SIGTERM) == before
 
 
+
+def test_stop_check_acts_on_what_the_workers_agreed_and_stays_stopped():
+  """With an agreement (several workers), this process's own signal counts only once
+  shared, another worker's counts though this process saw none, and a stop is final: no
+  further collective call. Without one, the own signal or the clock ends the loop."""
+  from t2tlite.training.stop_signals import StopCheck, StopSignals
+  shared = []
+
+  def agreement(signum, out_of_time):  # Worker 1 gets SIGTERM after the first step.
+    shared.append((signum, out_of_time))
+    return (signal.SIGTERM if len(shared) >= 2 else None), False
+  with StopSignals() as stops:
+    check = StopCheck(stops, lambda: False, agreement)
+    assert not check.now() and check.signal is None
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    assert stops.received == signal.SIGINT and not check.signalled()  # Not yet shared.
+    assert check.now() and check.signal == signal.SIGTERM
+    assert check.now() and shared == [(None, False), (signal.SIGINT, False)]
+  with StopSignals() as stops:
+    clock = iter([False, True])
+    check = StopCheck(stops, lambda: next(clock))
+    assert not check.now() and check.now() and check.now() and check.signal is None
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)
+    assert check.signal == signal.SIGTERM
+
 def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   out = str(tmp_path / "run")
   args = command("t2t-trainer") + [

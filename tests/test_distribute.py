@@ -12,9 +12,11 @@ import collections
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import keras
@@ -373,6 +375,31 @@ def free_ports(count):
   return ports
 
 
+def start_workers(tmp_path, out, hosts, flags):
+  """Both workers of one cluster training into `out`; returns them and their stderr files."""
+  procs, logs = [], []
+  for index in range(2):
+    worker_tmp = tmp_path / f"tmp{index}"  # Where a worker's throwaway checkpoints go.
+    worker_tmp.mkdir(exist_ok=True)
+    log = tmp_path / f"worker{index}.{len(list(tmp_path.glob(f'worker{index}.*')))}.log"
+    with open(log, "w") as stderr:
+      procs.append(subprocess.Popen(command("t2t-trainer") + [
+          "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
+          TINY + ",xla=false,min_length_bucket=32", f"--output_dir={out}", "--eval_every=0",
+          "--eval_steps=1", "--noeval_decode", f"--worker_hosts={hosts}",
+          f"--task_index={index}"] + flags,
+          stdout=subprocess.DEVNULL, stderr=stderr,
+          env=dict(os.environ, TMPDIR=str(worker_tmp), TF_CPP_MIN_LOG_LEVEL="2")))
+    logs.append(log)
+  return procs, logs
+
+
+def finished_logs(procs, logs):
+  for p in procs:
+    p.wait(timeout=600)
+  return [p.returncode for p in procs], [log.read_text() for log in logs]
+
+
 @pytest.mark.slow
 def test_two_workers_train_in_sync_resume_and_the_chief_checkpoint_decodes(tmp_path):
   out = tmp_path / "run"
@@ -380,21 +407,9 @@ def test_two_workers_train_in_sync_resume_and_the_chief_checkpoint_decodes(tmp_p
 
   def train(steps):
     """Both workers of one cluster to `steps`; returns their stderr logs."""
-    procs = []
-    for index in range(2):
-      worker_tmp = tmp_path / f"tmp{index}"  # Where a worker's throwaway checkpoints go.
-      worker_tmp.mkdir(exist_ok=True)
-      procs.append(subprocess.Popen(command("t2t-trainer") + [
-          "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-          TINY + ",xla=false,min_length_bucket=32",  # One bucket: one trace per step function.
-          f"--output_dir={out}", f"--train_steps={steps}", "--save_checkpoints_steps=2",
-          "--eval_every=0", "--eval_steps=1", "--log_every=2", "--noeval_decode",
-          f"--worker_hosts={hosts}", f"--task_index={index}"],
-          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-          env=dict(os.environ, TMPDIR=str(worker_tmp), TF_CPP_MIN_LOG_LEVEL="2")))
-    logs = [p.communicate(timeout=600)[1] for p in procs]
-    for p, log in zip(procs, logs):
-      assert p.returncode == 0, log[-3000:]
+    codes, logs = finished_logs(*start_workers(tmp_path, out, hosts, [
+        f"--train_steps={steps}", "--save_checkpoints_steps=2", "--log_every=2"]))
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     return logs
 
   def checksums(logs, step):
@@ -428,3 +443,38 @@ def test_two_workers_train_in_sync_resume_and_the_chief_checkpoint_decodes(tmp_p
           f"--decode_from_file={sources}", f"--decode_to_file={decoded}",
           "--decode_hparams=beam_size=2")
   assert len(decoded.read_text().splitlines()) == 2
+
+
+def test_a_signal_to_one_worker_stops_both_after_the_same_step_and_the_chiefs_clock_too(
+    tmp_path):
+  """SIGTERM to worker 1 alone: both end after one step, saved (exit 143, as one process);
+  resumed with --train_seconds, the chief's clock ends both after one later step."""
+  out = tmp_path / "run"
+  hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
+  flags = ["--train_steps=100000", "--save_checkpoints_steps=100000", "--log_every=1"]
+  procs, logs = start_workers(tmp_path, out, hosts, flags)
+  deadline = time.time() + 300
+  while "step 2/100000" not in logs[1].read_text():
+    assert time.time() < deadline and procs[1].poll() is None, logs[1].read_text()[-3000:]
+    time.sleep(0.2)
+  procs[1].send_signal(signal.SIGTERM)
+  codes, texts = finished_logs(procs, logs)
+  assert codes == [143, 143], texts[0][-3000:] + texts[1][-3000:]
+  stopped = [re.search(r"stopped by SIGTERM at step (\d+)", text).group(1) for text in texts]
+  step = int(stopped[0])
+  assert stopped[1] == stopped[0] and step >= 2
+  assert f"saved checkpoint {out}/ckpt-{step}" in texts[0]
+  seconds = tf.train.load_variable(str(out / f"ckpt-{step}"),
+                                   "seconds_trained/.ATTRIBUTES/VARIABLE_VALUE")
+
+  procs, logs = start_workers(tmp_path, out, hosts,
+                              flags + [f"--train_seconds={int(seconds) + 4}"])
+  codes, texts = finished_logs(procs, logs)
+  assert codes == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+  for text in texts:
+    assert f"restored {out}/ckpt-{step}: resuming at step {step}" in text
+  end = int(re.search(r"--train_seconds=\d+ reached at step (\d+)", texts[0]).group(1))
+  sums = [re.search(rf"step {end}: weights checksum (\w+)", text).group(1) for text in texts]
+  assert end > step and sums[0] == sums[1]
+  model, path = run_dir.load_model(str(out))
+  assert path.endswith(f"ckpt-{end}") and checkpoints.weights_checksum(model) == sums[0]

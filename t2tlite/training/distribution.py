@@ -21,9 +21,11 @@ multi-worker pattern), and all of them restore the chief's checkpoint.
 import json
 import os
 import shutil
+import signal
 import tempfile
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from t2tlite.errors import UserError
@@ -169,6 +171,33 @@ def barrier(strategy) -> None:
   if is_multi_worker(strategy):
     tf.function(lambda: strategy.reduce(
         tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None))()
+
+
+class StopAgreement:
+  """Whether every worker stops before the next step: any worker's stop signal, the chief's clock.
+
+  Each worker learns of a signal (a scheduler's SIGTERM, Ctrl-C) at its own moment, and
+  each reads its own clock; one stopping alone would leave the others waiting in the
+  next step's all-reduce, and its step unsaved by them. So every worker calls this once
+  after each step, in step with the others, and all act on one small all-reduce of what
+  each saw: a one-hot of its signal's number, and the chief's --train_seconds verdict.
+  Every worker then saves the same step and exits with the same status.
+  """
+
+  def __init__(self, strategy):
+    self._is_chief = is_chief(strategy)
+    self._sum = tf.function(lambda seen: strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(lambda: seen), axis=None))
+
+  def __call__(self, signum: Optional[int], out_of_time: bool) -> Tuple[Optional[int], bool]:
+    """(the highest signal any worker received, or None; whether the chief's time is spent)."""
+    seen = np.zeros(signal.NSIG + 1, np.float32)  # Signal numbers, then the clock.
+    if signum:
+      seen[signum] = 1.0
+    seen[-1] = float(out_of_time and self._is_chief)
+    total = self._sum(tf.constant(seen)).numpy()
+    received = np.flatnonzero(total[:-1])
+    return (int(received[-1]) if received.size else None), bool(total[-1])
 
 
 def checkpoint_write_dir(output_dir: str, strategy) -> str:

@@ -6,13 +6,14 @@ printed a Python traceback. Batch schedulers (Slurm, Kubernetes) send SIGTERM so
 time before they kill a job, so a preempted run keeps its work this way. The first
 signal only asks the loop to stop; its handler is then put back as it was, so a
 second Ctrl-C interrupts at once. A signal the process was started ignoring stays
-ignored (a background job of a non-interactive shell ignores SIGINT). Multi-worker
-runs keep the default: every worker would have to agree on the step to save.
+ignored (a background job of a non-interactive shell ignores SIGINT). With several
+workers, a signal to any one of them stops them all after the same step
+(StopCheck with distribution.StopAgreement).
 """
 
 import signal
 import threading
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -52,3 +53,39 @@ class StopSignals:
       signal.signal(signum, handler)
     self._previous = {}
     return False
+
+
+class StopCheck:
+  """When the training loop ends: a stop signal, or --train_seconds spent.
+
+  `agreement(signum, out_of_time) -> (signum, out_of_time)` (several workers:
+  distribution.StopAgreement) shares each worker's view, so every worker ends after the
+  same step. A signal is then seen only when the workers check together (`now()`),
+  never in the middle of a dev evaluation they all take part in.
+  """
+
+  def __init__(self, signals: StopSignals, out_of_time: Callable[[], bool],
+               agreement: Optional[Callable[[Optional[int], bool],
+                                            Tuple[Optional[int], bool]]] = None):
+    self._signals = signals
+    self._out_of_time = out_of_time
+    self._agreement = agreement
+    self._agreed_signal: Optional[int] = None
+    self._stopped = False
+
+  @property
+  def signal(self) -> Optional[int]:
+    """The signal that stops the run: this process's, or (several workers) any worker's."""
+    return self._signals.received if self._agreement is None else self._agreed_signal
+
+  def signalled(self) -> bool:
+    return self.signal is not None
+
+  def now(self) -> bool:
+    """Whether the loop ends before another step; with several workers, a collective call."""
+    if not self._stopped:  # Once decided, for good: every worker decided at the same call.
+      out_of_time = self._out_of_time()
+      if self._agreement is not None:
+        self._agreed_signal, out_of_time = self._agreement(self._signals.received, out_of_time)
+      self._stopped = out_of_time or self.signalled()
+    return self._stopped

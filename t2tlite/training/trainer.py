@@ -11,9 +11,10 @@ and saves that step (stop_signals.py). A step due both a checkpoint and an
 evaluation is saved first, so a run stopped or killed while it evaluates dev
 keeps the step; a signal during the evaluation abandons it between dev
 batches (teacher-forced or decoded), and the resumed run evaluates that step
-before training on. With several workers only the chief
-writes into the output directory, and every worker restores the chief's
-checkpoint. A new run may start from another run's weights (warm_start.py);
+before training on. With several workers only the chief writes into the
+output directory, every worker restores the chief's checkpoint, and a signal
+to any worker, or the chief's --train_seconds, stops all of them after the
+same step (an evaluation under way finishes first: every worker takes part). A new run may start from another run's weights (warm_start.py);
 the best evaluation's weights are kept in best/ and training may stop early
 (keep_best.py).
 
@@ -130,10 +131,6 @@ class Trainer:
       train_data = input_pipeline.training_dataset(
           train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas)
       self.train_iterator = iter(train_data)  # Global batches; the step splits them.
-    if options.train_seconds and self._multi_worker():
-      raise distribution.DistributionError(
-          "--train_seconds: workers could stop on different steps; bound the run with "
-          "--train_steps when training on several machines")
     self.dev_decoding = None if self.jax else dev_decoding
     self.best = self._make_best_keeper()
     self._attention_sentence = None  # The dev sentence of attention/*, read at the first one.
@@ -400,15 +397,17 @@ class Trainer:
     if opts.train_seconds:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
-    with stop_signals.StopSignals(enabled=not self._multi_worker()) as stops:
-      stopping = lambda: stops.received is not None  # noqa: E731
+    with stop_signals.StopSignals() as stops:
+      # Several workers stop together, on any one's signal or the chief's clock.
+      stop = stop_signals.StopCheck(
+          stops, self._out_of_time if self.is_chief else lambda: False,
+          distribution.StopAgreement(self.strategy) if self._multi_worker() else None)
       if self._evaluation_missing(step, finished_before or stopped_early):
         logging.info("step %d: its dev evaluation did not finish before the run stopped; "
                      "evaluating it now", step)
-        last_eval, evaluated_step = self.evaluate(step, stopping), step
+        last_eval, evaluated_step = self.evaluate(step, stop.signalled), step
         stopped_early = self.best is not None and self.best.out_of_patience
-      while (not stopped_early and step < opts.train_steps and not self._out_of_time()
-             and not stopping()):
+      while not stopped_early and step < opts.train_steps and not stop.now():
         batch = self._next_batch()
         window.add(self.train_step(batch))
         self._log_compilation("train", self.train_step, batch)
@@ -428,13 +427,13 @@ class Trainer:
           self.save()
           last_save_time = time.time()
         if (opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps
-            and not stopping()):
-          last_eval, evaluated_step = self.evaluate(step, stopping), step
+            and not stop.signalled()):
+          last_eval, evaluated_step = self.evaluate(step, stop.signalled), step
           stopped_early = self.best is not None and self.best.out_of_patience
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step (or the early stop's), unless it was just saved.
-    if stops.received is not None:  # No evaluation or averaging: the user wants it to stop.
-      raise stop_signals.StopRequested(stops.received, step, self.manager.latest_checkpoint)
+    if stop.signalled():  # No evaluation or averaging: the user wants it to stop.
+      raise stop_signals.StopRequested(stop.signal, step, self.manager.latest_checkpoint)
     if stopped_early:
       logging.info("%s; stopped at step %d of %d", self.best.stop_reason(), step,
                    opts.train_steps)
