@@ -3,11 +3,11 @@
 Why
 ---
 With --worker_hosts, every worker calls StopAgreement once after each training step (one
-all-reduce of 66 float32 numbers: a one-hot of the stop signal each worker saw, and the
-chief's --train_seconds verdict), so that a signal to any worker, or the chief's clock, stops
-all of them after the same step. That call is pure overhead on every step; this script times it
-between two workers on this machine, each pinned to one core with one thread, as the two-worker
-training runs in bench/README.md were.
+all-reduce of 67 float32 numbers: a one-hot of the stop signal each worker saw, and the
+chief's early-stopping and --train_seconds verdicts), so that a signal to any worker, or the
+chief's dev evaluation or clock, stops all of them after the same step. That call is pure
+overhead on every step; this script times it between two workers on this machine, each pinned
+to one core with one thread, as the two-worker training runs in bench/README.md were.
 
     python bench/stop_agreement.py --calls 200
 
@@ -38,11 +38,11 @@ def run_worker() -> None:
   from t2tlite.training import distribution
   agree = distribution.StopAgreement(tf.distribute.MultiWorkerMirroredStrategy())
   for _ in range(5):  # The first call traces the all-reduce.
-    agree(None, False)
+    agree(None, False, False)
   seconds = []
   for _ in range(FLAGS.calls):
     started = time.perf_counter()
-    assert agree(None, False) == (None, False)
+    assert agree(None, False, False) == (None, False, False)
     seconds.append(time.perf_counter() - started)
   seconds.sort()
   if FLAGS.task_index == 0:

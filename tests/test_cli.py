@@ -145,29 +145,37 @@ def test_stop_signals_first_asks_second_acts_as_before_ignored_stays_ignored():
 
 def test_stop_check_acts_on_what_the_workers_agreed_and_stays_stopped():
   """With an agreement (several workers), this process's own signal counts only once
-  shared, another worker's counts though this process saw none, and a stop is final: no
-  further collective call. Without one, the own signal or the clock ends the loop."""
+  shared, another worker's counts though this process saw none, the chief's verdicts are
+  the agreed ones, and a stop is final: no further collective call. Without one, the own
+  signal, early stopping or the clock ends the loop; early stopping is checked first."""
   from t2tlite.training.stop_signals import StopCheck, StopSignals
   shared = []
 
-  def agreement(signum, out_of_time):  # Worker 1 gets SIGTERM after the first step.
-    shared.append((signum, out_of_time))
-    return (signal.SIGTERM if len(shared) >= 2 else None), False
+  def agreement(signum, out_of_patience, out_of_time):  # Worker 1 gets SIGTERM after step 1.
+    shared.append((signum, out_of_patience, out_of_time))
+    return (signal.SIGTERM if len(shared) >= 2 else None), False, False
   with StopSignals() as stops:
-    check = StopCheck(stops, lambda: False, agreement)
+    check = StopCheck(stops, lambda: False, lambda: False, agreement)
     assert not check.now() and check.signal is None
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(0.05)
     assert stops.received == signal.SIGINT and not check.signalled()  # Not yet shared.
     assert check.now() and check.signal == signal.SIGTERM
-    assert check.now() and shared == [(None, False), (signal.SIGINT, False)]
+    assert check.now() and shared == [(None, False, False), (signal.SIGINT, False, False)]
+  with StopSignals() as stops:  # A non-chief worker: the chief's clock, agreed.
+    check = StopCheck(stops, lambda: False, lambda: False, lambda s, p, t: (None, False, True))
+    assert check.now() and check.out_of_time and not check.out_of_patience
   with StopSignals() as stops:
     clock = iter([False, True])
-    check = StopCheck(stops, lambda: next(clock))
+    check = StopCheck(stops, lambda: False, lambda: next(clock))
     assert not check.now() and check.now() and check.now() and check.signal is None
+    assert check.out_of_time
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(0.05)
     assert check.signal == signal.SIGTERM
+  with StopSignals() as stops:
+    check = StopCheck(stops, lambda: True, lambda: pytest.fail("the clock read"))
+    assert check.now() and check.out_of_patience and not check.out_of_time
 
 def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   out = str(tmp_path / "run")

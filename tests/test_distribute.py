@@ -375,7 +375,7 @@ def free_ports(count):
   return ports
 
 
-def start_workers(tmp_path, out, hosts, flags):
+def start_workers(tmp_path, out, hosts, flags, hparams=""):
   """Both workers of one cluster training into `out`; returns them and their stderr files."""
   procs, logs = [], []
   for index in range(2):
@@ -385,7 +385,7 @@ def start_workers(tmp_path, out, hosts, flags):
     with open(log, "w") as stderr:
       procs.append(subprocess.Popen(command("t2t-trainer") + [
           "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-          TINY + ",xla=false,min_length_bucket=32", f"--output_dir={out}", "--eval_every=0",
+          f"{TINY},xla=false,min_length_bucket=32{hparams}", f"--output_dir={out}",
           "--eval_steps=1", "--noeval_decode", f"--worker_hosts={hosts}",
           f"--task_index={index}"] + flags,
           stdout=subprocess.DEVNULL, stderr=stderr,
@@ -408,7 +408,8 @@ def test_two_workers_train_in_sync_resume_and_the_chief_checkpoint_decodes(tmp_p
   def train(steps):
     """Both workers of one cluster to `steps`; returns their stderr logs."""
     codes, logs = finished_logs(*start_workers(tmp_path, out, hosts, [
-        f"--train_steps={steps}", "--save_checkpoints_steps=2", "--log_every=2"]))
+        f"--train_steps={steps}", "--save_checkpoints_steps=2", "--log_every=2",
+        "--eval_every=0"]))
     assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     return logs
 
@@ -451,7 +452,8 @@ def test_a_signal_to_one_worker_stops_both_after_the_same_step_and_the_chiefs_cl
   resumed with --train_seconds, the chief's clock ends both after one later step."""
   out = tmp_path / "run"
   hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
-  flags = ["--train_steps=100000", "--save_checkpoints_steps=100000", "--log_every=1"]
+  flags = ["--train_steps=100000", "--save_checkpoints_steps=100000", "--log_every=1",
+           "--eval_every=0"]
   procs, logs = start_workers(tmp_path, out, hosts, flags)
   deadline = time.time() + 300
   while "step 2/100000" not in logs[1].read_text():
@@ -478,3 +480,23 @@ def test_a_signal_to_one_worker_stops_both_after_the_same_step_and_the_chiefs_cl
   assert end > step and sums[0] == sums[1]
   model, path = run_dir.load_model(str(out))
   assert path.endswith(f"ckpt-{end}") and checkpoints.weights_checksum(model) == sums[0]
+
+
+def test_the_chiefs_early_stopping_stops_both_workers_after_the_same_step(tmp_path):
+  """--keep_best with --worker_hosts (refused before): at a learning rate of 0 dev's loss never
+  improves on step 2's, so patience 1 runs out at step 4's evaluation, on both workers."""
+  out = tmp_path / "run"
+  hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
+  codes, texts = finished_logs(*start_workers(
+      tmp_path, out, hosts, ["--train_steps=100000", "--save_checkpoints_steps=2",
+                             "--eval_every=2", "--keep_best=loss", "--early_stopping_patience=1"],
+      ",learning_rate_schedule=constant,learning_rate_constant=0.0"))
+  assert codes == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+  assert "early stopping: dev loss has not improved for 1 evaluations" in texts[0]
+  assert "early stopping on the chief's dev evaluation; stopped at step 4 of 100000" in texts[1]
+  sums = [re.search(r"step 4: weights checksum (\w+)", text).group(1) for text in texts]
+  assert sums[0] == sums[1]
+  best = json.loads((out / "best" / "best.json").read_text())
+  assert best["step"] == 2 and best["evaluations_since_best"] == 1
+  model, _ = run_dir.load_model(str(out), str(out / "best" / "ckpt-2"))
+  assert checkpoints.weights_checksum(model) == sums[0]  # A rate of 0: the same weights.

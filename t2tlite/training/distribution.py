@@ -174,14 +174,15 @@ def barrier(strategy) -> None:
 
 
 class StopAgreement:
-  """Whether every worker stops before the next step: any worker's stop signal, the chief's clock.
+  """Whether every worker stops before the next step: any worker's signal, the chief's verdicts.
 
   Each worker learns of a signal (a scheduler's SIGTERM, Ctrl-C) at its own moment, and
-  each reads its own clock; one stopping alone would leave the others waiting in the
-  next step's all-reduce, and its step unsaved by them. So every worker calls this once
-  after each step, in step with the others, and all act on one small all-reduce of what
-  each saw: a one-hot of its signal's number, and the chief's --train_seconds verdict.
-  Every worker then saves the same step and exits with the same status.
+  the chief alone reads dev's early stopping and the --train_seconds clock; one worker
+  stopping alone would leave the others waiting in the next step's all-reduce, and its
+  step unsaved by them. So every worker calls this once after each step, in step with the
+  others, and all act on one small all-reduce of what each saw: a one-hot of its signal's
+  number, and the chief's verdicts. Every worker then saves the same step, ends the same
+  way and exits with the same status.
   """
 
   def __init__(self, strategy):
@@ -189,15 +190,17 @@ class StopAgreement:
     self._sum = tf.function(lambda seen: strategy.reduce(
         tf.distribute.ReduceOp.SUM, strategy.run(lambda: seen), axis=None))
 
-  def __call__(self, signum: Optional[int], out_of_time: bool) -> Tuple[Optional[int], bool]:
-    """(the highest signal any worker received, or None; whether the chief's time is spent)."""
-    seen = np.zeros(signal.NSIG + 1, np.float32)  # Signal numbers, then the clock.
+  def __call__(self, signum: Optional[int], *chief_verdicts: bool) -> Tuple:
+    """(the highest signal any worker received, or None; each of the chief's verdicts)."""
+    seen = np.zeros(signal.NSIG + len(chief_verdicts), np.float32)  # Signals, then verdicts.
     if signum:
       seen[signum] = 1.0
-    seen[-1] = float(out_of_time and self._is_chief)
+    if self._is_chief:
+      seen[signal.NSIG:] = chief_verdicts
     total = self._sum(tf.constant(seen)).numpy()
-    received = np.flatnonzero(total[:-1])
-    return (int(received[-1]) if received.size else None), bool(total[-1])
+    received = np.flatnonzero(total[:signal.NSIG])
+    return ((int(received[-1]) if received.size else None),
+            *(bool(verdict) for verdict in total[signal.NSIG:]))
 
 
 def checkpoint_write_dir(output_dir: str, strategy) -> str:

@@ -8,7 +8,8 @@ signal only asks the loop to stop; its handler is then put back as it was, so a
 second Ctrl-C interrupts at once. A signal the process was started ignoring stays
 ignored (a background job of a non-interactive shell ignores SIGINT). With several
 workers, a signal to any one of them stops them all after the same step
-(StopCheck with distribution.StopAgreement).
+(StopCheck with distribution.StopAgreement); without this, TensorFlow's multi-worker
+runtime swallowed SIGTERM and the worker trained on.
 """
 
 import signal
@@ -56,21 +57,24 @@ class StopSignals:
 
 
 class StopCheck:
-  """When the training loop ends: a stop signal, or --train_seconds spent.
+  """When the training loop ends: a stop signal, early stopping, or --train_seconds spent.
 
-  `agreement(signum, out_of_time) -> (signum, out_of_time)` (several workers:
-  distribution.StopAgreement) shares each worker's view, so every worker ends after the
-  same step. A signal is then seen only when the workers check together (`now()`),
-  never in the middle of a dev evaluation they all take part in.
+  The last two are the chief's verdicts (`out_of_patience()`, `out_of_time()`; the
+  other workers pass constant False). `agreement(signum, out_of_patience, out_of_time)
+  -> the same, as all workers see them` (several workers: distribution.StopAgreement)
+  shares each worker's view, so every worker ends after the same step, for the same
+  reason. A signal is then seen only when the workers check together (`now()`), never in
+  the middle of a dev evaluation they all take part in.
   """
 
-  def __init__(self, signals: StopSignals, out_of_time: Callable[[], bool],
-               agreement: Optional[Callable[[Optional[int], bool],
-                                            Tuple[Optional[int], bool]]] = None):
+  def __init__(self, signals: StopSignals, out_of_patience: Callable[[], bool],
+               out_of_time: Callable[[], bool],
+               agreement: Optional[Callable[..., Tuple[Optional[int], bool, bool]]] = None):
     self._signals = signals
-    self._out_of_time = out_of_time
+    self._verdicts = (out_of_patience, out_of_time)
     self._agreement = agreement
     self._agreed_signal: Optional[int] = None
+    self.out_of_patience = self.out_of_time = False
     self._stopped = False
 
   @property
@@ -84,8 +88,11 @@ class StopCheck:
   def now(self) -> bool:
     """Whether the loop ends before another step; with several workers, a collective call."""
     if not self._stopped:  # Once decided, for good: every worker decided at the same call.
-      out_of_time = self._out_of_time()
+      out_of_patience, out_of_time = self._verdicts
+      self.out_of_patience = out_of_patience()
+      self.out_of_time = not self.out_of_patience and out_of_time()  # Logs when it is.
       if self._agreement is not None:
-        self._agreed_signal, out_of_time = self._agreement(self._signals.received, out_of_time)
-      self._stopped = out_of_time or self.signalled()
+        self._agreed_signal, self.out_of_patience, self.out_of_time = self._agreement(
+            self._signals.received, self.out_of_patience, self.out_of_time)
+      self._stopped = self.out_of_patience or self.out_of_time or self.signalled()
     return self._stopped

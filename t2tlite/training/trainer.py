@@ -13,8 +13,9 @@ keeps the step; a signal during the evaluation abandons it between dev
 batches (teacher-forced or decoded), and the resumed run evaluates that step
 before training on. With several workers only the chief writes into the
 output directory, every worker restores the chief's checkpoint, and a signal
-to any worker, or the chief's --train_seconds, stops all of them after the
-same step (an evaluation under way finishes first: every worker takes part). A new run may start from another run's weights (warm_start.py);
+to any worker, the chief's --train_seconds or its early stopping stops all of
+them after the same step (an evaluation under way finishes first: every
+worker takes part). A new run may start from another run's weights (warm_start.py);
 the best evaluation's weights are kept in best/ and training may stop early
 (keep_best.py).
 
@@ -262,10 +263,6 @@ class Trainer:
     opts = self.options
     if not opts.keep_best:
       return None
-    if self._multi_worker():
-      raise distribution.DistributionError(
-          "--keep_best: dev decoding runs on the chief alone, so workers could disagree on "
-          "when to stop; use it on one machine")
     if opts.keep_best in DECODED_METRICS:
       if not opts.eval_decode or self.dev_decoding is None:
         raise keep_best.BestKeeperError(f"--keep_best={opts.keep_best} is measured by decoding "
@@ -275,6 +272,8 @@ class Trainer:
         raise keep_best.BestKeeperError(
             f"--keep_best={opts.keep_best}: {self.problem.name} reports "
             f"{', '.join(self.problem.eval_metrics)} (or loss, nll, perplexity) on dev")
+    if not self.is_chief:  # Only the chief decodes dev; every worker follows its verdict.
+      return None
     return keep_best.BestKeeper(self.output_dir, opts.keep_best, opts.early_stopping_patience,
                                 self._write_weights, self.is_chief,
                                 keep=max(1, opts.average_best_n))
@@ -398,16 +397,16 @@ class Trainer:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
     with stop_signals.StopSignals() as stops:
-      # Several workers stop together, on any one's signal or the chief's clock.
+      # Several workers stop together: on any one's signal, the chief's dev or its clock.
       stop = stop_signals.StopCheck(
-          stops, self._out_of_time if self.is_chief else lambda: False,
+          stops, lambda: self.best is not None and self.best.out_of_patience,
+          self._out_of_time if self.is_chief else lambda: False,
           distribution.StopAgreement(self.strategy) if self._multi_worker() else None)
       if self._evaluation_missing(step, finished_before or stopped_early):
         logging.info("step %d: its dev evaluation did not finish before the run stopped; "
                      "evaluating it now", step)
         last_eval, evaluated_step = self.evaluate(step, stop.signalled), step
-        stopped_early = self.best is not None and self.best.out_of_patience
-      while not stopped_early and step < opts.train_steps and not stop.now():
+      while step < opts.train_steps and not stop.now():
         batch = self._next_batch()
         window.add(self.train_step(batch))
         self._log_compilation("train", self.train_step, batch)
@@ -429,14 +428,14 @@ class Trainer:
         if (opts.eval_every and step % opts.eval_every == 0 and step < opts.train_steps
             and not stop.signalled()):
           last_eval, evaluated_step = self.evaluate(step, stop.signalled), step
-          stopped_early = self.best is not None and self.best.out_of_patience
+    stopped_early = stopped_early or stop.out_of_patience
     if self.manager.latest_checkpoint != os.path.join(self.write_dir, f"ckpt-{step}"):
       self.save()  # The final step (or the early stop's), unless it was just saved.
     if stop.signalled():  # No evaluation or averaging: the user wants it to stop.
       raise stop_signals.StopRequested(stop.signal, step, self.manager.latest_checkpoint)
     if stopped_early:
-      logging.info("%s; stopped at step %d of %d", self.best.stop_reason(), step,
-                   opts.train_steps)
+      logging.info("%s; stopped at step %d of %d", self.best.stop_reason() if self.best else
+                   "early stopping on the chief's dev evaluation", step, opts.train_steps)
     elif finished_before and self._logged["eval"] >= step:
       spent = (f"--train_seconds={opts.train_seconds} spent" if time_spent else
                f">= --train_steps={opts.train_steps}")
