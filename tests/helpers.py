@@ -317,3 +317,14 @@ def backend_python(backend, *args, code=None):
   proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout
+
+
+def scalar_events(directory, tag):
+  """[(step, value)] of every `tag` summary in the event files of `directory`, in file order."""
+  import tensorflow as tf
+  events = []
+  for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.out.tfevents.*"))):
+    events += [(e.step, float(tf.make_ndarray(v.tensor)))
+               for e in tf.compat.v1.train.summary_iterator(path)
+               for v in e.summary.value if v.tag == tag]
+  return events

@@ -29,7 +29,8 @@ from t2tlite.models.transformer import Transformer
 from t2tlite.training import (checkpoints, distribution, input_pipeline, losses, run_dir,
                               train_step)
 from t2tlite.training.optimization import make_optimizer
-from tests.helpers import TINY, TINY_SHAPE, command, one_line_error, run as cli_run, tiny_hparams
+from tests.helpers import (TINY, TINY_SHAPE, command, one_line_error, run as cli_run,
+                           scalar_events, tiny_hparams)
 
 # Constant learning rate (the Noam rate in the first steps is ~0); clipping active
 # (norms are ~1-3), so clipping by the global norm is part of what must match.
@@ -482,6 +483,32 @@ def test_a_signal_to_one_worker_stops_both_after_the_same_step_and_the_chiefs_cl
   assert path.endswith(f"ckpt-{end}") and checkpoints.weights_checksum(model) == sums[0]
 
 
+def test_two_workers_agree_on_what_is_left_to_evaluate_when_rerun_and_resumed(tmp_path):
+  """Only the chief read its events, so a rerun of a finished run sent worker 1 alone into
+  dev's collective pass (a traceback, exit 1). Now both see step 4's evaluation as done;
+  with the eval events gone (a kill during step 4's evaluation), both evaluate it first."""
+  import shutil
+  out = tmp_path / "run"
+  hosts = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
+  flags = ["--save_checkpoints_steps=2", "--log_every=2", "--eval_every=2"]
+  for rerun in (False, True):
+    codes, texts = finished_logs(*start_workers(tmp_path, out, hosts,
+                                                flags + ["--train_steps=4"]))
+    assert codes == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+  for text in texts:
+    assert "step 4 >= --train_steps=4: nothing to train; the evaluation at step 4" in text
+  shutil.rmtree(out / "eval")
+  codes, texts = finished_logs(*start_workers(tmp_path, out, hosts,
+                                              flags + ["--train_steps=6"]))
+  assert codes == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+  for text in texts:
+    assert "step 4: its dev evaluation did not finish before the run stopped" in text
+  sums = [re.search(r"step 6: weights checksum (\w+)", text).group(1) for text in texts]
+  assert sums[0] == sums[1]
+  assert [step for step, _ in scalar_events(out / "eval", "loss")] == [4, 6]
+
+
+@pytest.mark.slow
 def test_the_chiefs_early_stopping_stops_both_workers_after_the_same_step(tmp_path):
   """--keep_best with --worker_hosts (refused before): at a learning rate of 0 dev's loss never
   improves on step 2's, so patience 1 runs out at step 4's evaluation, on both workers."""

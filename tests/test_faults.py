@@ -27,7 +27,7 @@ from t2tlite.training import (averaging, checkpoint_manifest, resume, run_dir, r
                                run_lock, stop_signals)
 from t2tlite.training.options import TrainOptions, TrainOptionsError
 from t2tlite.training.trainer import Trainer
-from tests.helpers import command, one_line_error, run
+from tests.helpers import command, one_line_error, run, scalar_events
 
 FAST = dict(d_model=32, d_ff=64, num_heads=4, batch_size=256, length_bucket_step=2.0,
             learning_rate_warmup_steps=100, xla=False)
@@ -231,17 +231,6 @@ def test_checkpoint_path_forms(trained):
 
 
 # --- Quiet oddities ---------------------------------------------------------------------
-
-def scalar_events(directory, tag):
-  """[(step, value)] of every `tag` summary in the event files of `directory`, in file order."""
-  import tensorflow as tf
-  events = []
-  for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.out.tfevents.*"))):
-    events += [(e.step, float(tf.make_ndarray(v.tensor)))
-               for e in tf.compat.v1.train.summary_iterator(path)
-               for v in e.summary.value if v.tag == tag]
-  return events
-
 
 def event_steps(directory):
   return [step for step, _ in scalar_events(directory, "loss")]

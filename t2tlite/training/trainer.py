@@ -313,12 +313,14 @@ class Trainer:
       logging.info("no checkpoint in %s yet: starting from step 0", self.output_dir)
     if self.is_chief:
       self.manager = self._make_manager()  # Sees only the checkpoints kept.
-      if tf is None:
-        self._logged = {"train": self.train_writer.last_step(),
-                        "eval": self.eval_writer.last_step()}
-      else:
-        self._logged = {"train": resume.last_logged_step(self.output_dir),
-                        "eval": resume.last_logged_step(os.path.join(self.output_dir, "eval"))}
+    # Every worker reads the chief's events too: what is left to evaluate must be the same
+    # on all of them (each takes part in dev's teacher-forced pass).
+    if tf is None:
+      self._logged = {"train": self.train_writer.last_step(),
+                      "eval": self.eval_writer.last_step()}
+    else:
+      self._logged = {"train": resume.last_logged_step(self.output_dir),
+                      "eval": resume.last_logged_step(os.path.join(self.output_dir, "eval"))}
     if not self.jax:
       distribution.decorrelate_dropout(self.model, self.strategy)
     return self.step
@@ -493,11 +495,11 @@ class Trainer:
     """Whether the restored step was due a dev evaluation that never reached TensorBoard.
 
     A stop signal abandons an evaluation, and a kill cuts it short; the step itself was
-    saved first. Not with several workers: each would have to read the chief's events.
+    saved first. Every worker reads the chief's events (restore), so all agree.
     """
     every = self.options.eval_every
     return bool(every and 0 < step < self.options.train_steps and step % every == 0
-                and self._logged["eval"] < step and not finished and not self._multi_worker())
+                and self._logged["eval"] < step and not finished)
 
   def evaluate(self, step: Optional[int] = None,
                stopping: Optional[Callable[[], bool]] = None) -> dict:
