@@ -50,7 +50,7 @@ class TrainOptions:
   train_steps: int = _option(100000, "Total optimizer updates (paper base: 100k).")
   train_seconds: int = _option(
       0, "Also stop once training has taken this many seconds of wall time, resumes included "
-      "(0: no limit); the last step is checkpointed.")
+      "(0: no limit; several workers follow the chief's clock); the last step is checkpointed.")
   eval_every: int = _option(1000, "Evaluate on dev every N steps (0: at the end only).")
   eval_steps: int = _option(0, "Dev batches per evaluation (0: all of dev).")
   save_checkpoints_steps: int = _option(1000, "Checkpoint every N steps.")
@@ -94,7 +94,7 @@ class TrainOptions:
       "away). Empty: off.")
   early_stopping_patience: int = _option(
       0, "Stop after this many evaluations in a row without a better --keep_best metric "
-      "(0: never).")
+      "(0: never; several workers follow the chief's dev evaluation).")
   backend: str = _option(
       "", "Keras backend to train on: tensorflow or jax (empty: $KERAS_BACKEND, else "
       "tensorflow). Under jax the same model, loss, optimizer and data train in a jax.jit step "

@@ -31,8 +31,10 @@ class StopRequested(Exception):
 class StopSignals:
   """A context manager; `received` is the first signal's number while inside, else None."""
 
-  def __init__(self, enabled: bool = True):
-    self.enabled = enabled and threading.current_thread() is threading.main_thread()
+  def __init__(self):
+    # signal.signal works in the main thread only: a trainer run from another thread keeps
+    # the handlers it found.
+    self.enabled = threading.current_thread() is threading.main_thread()
     self.received: Optional[int] = None
     self._previous = {}
 
