@@ -174,29 +174,27 @@ def barrier(strategy) -> None:
 
 
 class StopAgreement:
-  """Whether every worker stops before the next step: any worker's signal, the chief's verdicts.
+  """Whether every worker stops before the next step: any worker's signal or verdict.
 
   Each worker learns of a signal (a scheduler's SIGTERM, Ctrl-C) at its own moment, and
-  the chief alone reads dev's early stopping and the --train_seconds clock; one worker
-  stopping alone would leave the others waiting in the next step's all-reduce, and its
-  step unsaved by them. So every worker calls this once after each step, in step with the
-  others, and all act on one small all-reduce of what each saw: a one-hot of its signal's
-  number, and the chief's verdicts. Every worker then saves the same step, ends the same
-  way and exits with the same status.
+  the chief alone reads dev's early stopping and the --train_seconds clock (the trainer
+  passes False for them elsewhere); one worker stopping alone would leave the others
+  waiting in the next step's all-reduce, and its step unsaved by them. So every worker
+  calls this once after each step, in step with the others, and all act on one small
+  all-reduce of what each saw: a one-hot of its signal's number, and its verdicts. Every
+  worker then saves the same step, ends the same way and exits with the same status.
   """
 
   def __init__(self, strategy):
-    self._is_chief = is_chief(strategy)
     self._sum = tf.function(lambda seen: strategy.reduce(
         tf.distribute.ReduceOp.SUM, strategy.run(lambda: seen), axis=None))
 
-  def __call__(self, signum: Optional[int], *chief_verdicts: bool) -> Tuple:
-    """(the highest signal any worker received, or None; each of the chief's verdicts)."""
-    seen = np.zeros(signal.NSIG + len(chief_verdicts), np.float32)  # Signals, then verdicts.
+  def __call__(self, signum: Optional[int], *verdicts: bool) -> Tuple:
+    """(the highest signal any worker received, or None; each verdict, true on any worker)."""
+    seen = np.zeros(signal.NSIG + len(verdicts), np.float32)  # Signals, then verdicts.
     if signum:
       seen[signum] = 1.0
-    if self._is_chief:
-      seen[signal.NSIG:] = chief_verdicts
+    seen[signal.NSIG:] = verdicts
     total = self._sum(tf.constant(seen)).numpy()
     received = np.flatnonzero(total[:signal.NSIG])
     return ((int(received[-1]) if received.size else None),

@@ -399,7 +399,8 @@ class Trainer:
       logging.info("time budget: %s of %s used", progress.format_duration(self._seconds_trained()),
                    progress.format_duration(opts.train_seconds))
     with stop_signals.StopSignals() as stops:
-      # Several workers stop together: on any one's signal, the chief's dev or its clock.
+      # Several workers stop together: on any one's signal, the chief's dev or its clock
+      # (the others have no BestKeeper, and read no clock).
       stop = stop_signals.StopCheck(
           stops, lambda: self.best is not None and self.best.out_of_patience,
           self._out_of_time if self.is_chief else lambda: False,
