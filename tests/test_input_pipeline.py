@@ -63,6 +63,8 @@ def test_evaluation_batches_cover_every_example_once_with_static_shapes():
         assert length == lengths[example][1]
         seen[example] += 1
   assert seen == collections.Counter(range(500))
+  # Untuned, as the training stream (below): the end of each dev pass deleted its iterator.
+  assert ip.evaluation_dataset(_dataset(pairs), hp).options().autotune.enabled is False
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
@@ -97,6 +99,29 @@ def test_training_stream_filters_long_examples_and_repeats():
     tags.update(int(r[0]) - 2 for r in batch["targets"].numpy() if r[0])
     assert batch["inputs"].shape[1] <= 32
   assert tags == {0, 1, 3}  # Example 2 (target length 70) is over max_length.
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_training_stream_runs_untuned_and_yields_the_tuned_streams_batches(packed):
+  """No autotuning thread (its iterator's deletion waited up to a minute at a trainer's exit).
+
+  The batches are those of the same pipeline tuned: tuning changes parallelism, not order.
+  """
+  rng = np.random.RandomState(4)
+  pairs = _examples([(int(rng.randint(2, 30)), int(rng.randint(3, 30))) for _ in range(200)])
+  hp = registry.hparams("transformer_tiny").replace(batch_size=128, max_length=32,
+                                                     shuffle_buffer_size=50,
+                                                     packed_batches=packed)
+  untuned = ip.training_dataset(_dataset(pairs), hp, seed=3)
+  assert untuned.options().autotune.enabled is False
+  tuning = tf.data.Options()
+  tuning.autotune.enabled = True
+  # Built anew: one pipeline's shuffle reshuffles for each iterator made from it.
+  tuned = ip.training_dataset(_dataset(pairs), hp, seed=3).with_options(tuning)
+  assert tuned.options().autotune.enabled is True
+  for a, b in zip(untuned.take(40), tuned.take(40)):
+    for key in a:
+      np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
 
 
 def test_padding_efficiency_is_high_with_fine_buckets():

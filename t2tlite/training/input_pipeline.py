@@ -167,11 +167,31 @@ def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
     dataset = filter_max_length(dataset, hparams.longest_training_side)
     dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
     rows = max(1, hparams.batch_size // length) * rows_multiple
-    return pack_dataset(dataset, length, seed=seed).batch(rows, drop_remainder=True).prefetch(2)
-  max_length = hparams.max_length or _longest(dataset)
-  dataset = filter_max_length(dataset, max_length)
-  dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
-  return batch_by_length(dataset, hparams, max_length, rows_multiple=rows_multiple).prefetch(2)
+    batches = pack_dataset(dataset, length, seed=seed).batch(rows, drop_remainder=True)
+  else:
+    max_length = hparams.max_length or _longest(dataset)
+    dataset = filter_max_length(dataset, max_length)
+    dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
+    batches = batch_by_length(dataset, hparams, max_length, rows_multiple=rows_multiple)
+  return without_autotuning(batches.prefetch(2))
+
+
+def without_autotuning(dataset):
+  """`dataset` without tf.data's autotuning thread: the training stream and the dev pass.
+
+  An iterator with autotuning waits, when deleted, for its tuning thread, which sleeps
+  between rounds for a period that doubles up to a minute. On one core or one thread
+  (`taskset`, TF_NUM_INTEROP_THREADS=1: the pinned runs of the recipes, several workers
+  on one machine) that wait was served in full: a trainer sat 20-57 s at exit after its
+  last line, the other workers of its cluster, already gone, were reported as crashed
+  meanwhile, and the end of a dev pass waited up to 1.3 s (bench/README.md, "A trainer's
+  exit"). Nothing here needs tuning: untuned, the parallel reads and parses take one
+  thread per core (up to 16), and the prefetch is a fixed two batches; the batches are
+  the same.
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return dataset.with_options(options)
 
 
 def evaluation_dataset(dataset, hparams, replicas: int = 1, static_shapes: bool = True):
@@ -191,7 +211,7 @@ def evaluation_dataset(dataset, hparams, replicas: int = 1, static_shapes: bool 
                             rows_multiple=replicas)
   if hparams.packed_batches:
     batches = batches.map(single_segments)
-  return batches.prefetch(2)
+  return without_autotuning(batches.prefetch(2))
 
 
 def num_buckets(dataset, hparams) -> int:
