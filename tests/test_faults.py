@@ -210,6 +210,31 @@ def test_resuming_with_another_batch_per_update_is_logged(run_copy, caplog):
           f"resume trains with {2 * saved[run_identity.TOKENS_KEY]}") in caplog.text
 
 
+def test_a_run_recorded_before_the_untuned_input_stream_keeps_its_tuned_stream(tmp_path, caplog):
+  """Runs started before 2026-12-01 trained on a stream with tf.data's autotuning, whose
+  iterator their checkpoints hold; an untuned stream cannot restore it, and a resume
+  would skip every checkpoint as damaged. Their run.json has no PIPELINE_KEY: they keep it."""
+  out = tmp_path / "run"
+  assert not run_identity.input_tuned({})  # No run.json yet (a worker before its chief).
+  assert not make_trainer(out).input_tuned  # A new run: untuned, and run.json says so.
+  saved = json.loads((out / "run.json").read_text())
+  assert saved.pop(run_identity.PIPELINE_KEY) == run_identity.UNTUNED
+  (out / "run.json").write_text(json.dumps(saved))  # As recorded before the key existed.
+  old = make_trainer(out, steps=4)
+  assert old.input_tuned
+  old.train()  # ckpt-0 and ckpt-4, each with the tuned stream's iterator.
+  with caplog.at_level(logging.WARNING):
+    resumed = make_trainer(out, steps=6)
+    assert resumed.input_tuned and resumed.restore() == 4
+  assert "skipped" not in caplog.text
+  # The same checkpoints in a run recorded untuned do not load: what the key protects.
+  (out / "run.json").write_text(json.dumps(dict(saved, **{
+      run_identity.PIPELINE_KEY: run_identity.UNTUNED})))
+  with caplog.at_level(logging.WARNING):
+    assert make_trainer(out, steps=6).restore() == 0
+  assert "ckpt-4 skipped: does not load" in caplog.text
+
+
 def test_keep_checkpoint_max_0_is_refused_before_the_run_dir_exists(tmp_path):
   with pytest.raises(TrainOptionsError, match="--keep_checkpoint_max=0: must be >= 1"):
     make_trainer(tmp_path / "run", keep_checkpoint_max=0)

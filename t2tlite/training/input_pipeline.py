@@ -155,11 +155,14 @@ def single_segments(batch):
   return out
 
 
-def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
+def training_dataset(dataset, hparams, seed=None, replicas: int = 1, autotune: bool = False):
   """Infinite, shuffled, filtered stream of global batches for `replicas` devices.
 
   Each batch holds replicas x accumulate_steps x (batch_size // L) rows of one
   bucket of length L; packed (hparams.packed_batches), of L = packed_row_length.
+  autotune: tf.data's autotuning, as every run started before 2026-12-01 had; their
+  checkpoints hold that stream's iterator, which only the tuned stream restores
+  (run_identity.input_tuned).
   """
   rows_multiple = replicas * hparams.accumulate_steps
   if hparams.packed_batches:
@@ -173,7 +176,8 @@ def training_dataset(dataset, hparams, seed=None, replicas: int = 1):
     dataset = filter_max_length(dataset, max_length)
     dataset = dataset.repeat().shuffle(hparams.shuffle_buffer_size, seed=seed)
     batches = batch_by_length(dataset, hparams, max_length, rows_multiple=rows_multiple)
-  return without_autotuning(batches.prefetch(2))
+  batches = batches.prefetch(2)
+  return batches if autotune else without_autotuning(batches)
 
 
 def without_autotuning(dataset):

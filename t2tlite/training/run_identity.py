@@ -21,6 +21,8 @@ from t2tlite.errors import UserError
 
 DATA_KEY = "data"
 TOKENS_KEY = "tokens_per_update"  # Recorded at the start; a resume that differs is logged.
+# How the run's training stream was built; runs recorded without it had tf.data's autotuning.
+PIPELINE_KEY, UNTUNED = "input_pipeline", "untuned"
 
 
 class RunMismatchError(UserError):
@@ -43,6 +45,18 @@ def data_identity(problem, data_dir: Optional[str]) -> dict:
     identity.update(vocab_file=os.path.basename(path),
                     vocab_sha256=files.sha256_file(path))
   return identity
+
+
+def input_tuned(saved: dict) -> bool:
+  """Whether a run's training stream runs with tf.data's autotuning: its saved run.json says.
+
+  Runs started before 2026-12-01 (run.json without PIPELINE_KEY) had it, and their
+  checkpoints hold that stream's iterator, which an untuned stream cannot restore
+  (a resume would skip every checkpoint as damaged); they keep it. New runs, and a
+  worker that reads run.json before its chief wrote it, are untuned
+  (input_pipeline.without_autotuning).
+  """
+  return bool(saved) and saved.get(PIPELINE_KEY) != UNTUNED
 
 
 def check_resume(output_dir: str, saved: dict, current: dict) -> None:

@@ -106,7 +106,8 @@ class Trainer:
       run_info = dict(run_info or {}, problem=problem.name, model=model_name,
                       random_seed=options.random_seed, backend=self.backend,
                       data=run_identity.data_identity(problem, data_dir),
-                      **{run_identity.TOKENS_KEY: self.hparams.tokens_per_update(self.replicas)})
+                      **{run_identity.TOKENS_KEY: self.hparams.tokens_per_update(self.replicas),
+                         run_identity.PIPELINE_KEY: run_identity.UNTUNED})
       if options.warm_start_from:
         run_info["warm_start_from"] = options.warm_start_from
       run_identity.check_resume(output_dir, run_dir.load_run_info(output_dir), run_info)
@@ -129,8 +130,13 @@ class Trainer:
     else:
       train_examples = problem.dataset("train", data_dir)
       self.num_buckets = input_pipeline.num_buckets(train_examples, self.hparams)
+      self.input_tuned = run_identity.input_tuned(run_dir.load_run_info(output_dir))
+      if self.input_tuned:
+        logging.info("--output_dir=%s was started with tf.data's autotuning on its training "
+                     "stream, whose iterator its checkpoints hold: it keeps it", output_dir)
       train_data = input_pipeline.training_dataset(
-          train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas)
+          train_examples, self.hparams, seed=options.random_seed, replicas=self.replicas,
+          autotune=self.input_tuned)
       self.train_iterator = iter(train_data)  # Global batches; the step splits them.
     self.dev_decoding = None if self.jax else dev_decoding
     self.best = self._make_best_keeper()
