@@ -8,6 +8,24 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+
+def _share_the_cores_between_test_processes():
+  """Under `pytest -n N`, each process's TensorFlow (and the commands it starts) gets its share.
+
+  TensorFlow sizes both of its thread pools to every core; N test processes, each also
+  running t2t-* commands, then ask for N or more times the cores, and their threads wait on
+  one another. Set before TensorFlow starts (it reads these once); the environment passes
+  them on to the commands the tests start. An explicit setting wins.
+  """
+  workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+  if workers > 1:
+    share = str(max(1, len(os.sched_getaffinity(0)) // workers))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", share)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", share)
+
+
+_share_the_cores_between_test_processes()
+
 import pytest  # noqa: E402
 
 from tests.helpers import SHARED, tiny_trainer  # noqa: E402
