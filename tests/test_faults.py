@@ -319,15 +319,11 @@ def evaluating_trainer(output_dir):
   return trainer
 
 
-@pytest.mark.parametrize("signalled_in", ["teacher-forced", "decode"])
-def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_it(
-    tmp_path, monkeypatch, signalled_in):
-  """Step 4 is saved before dev is read, so a signal (or a kill) while dev is evaluated
-  loses no training. SIGTERM during the teacher-forced pass or between decode batches
-  abandons the evaluation; the same command evaluates step 4 first and trains on. The
-  truth: a run never stopped, whose events the resumed run's must equal value for value."""
-  from t2tlite.decoding.pipeline import DecodePipeline
-  straight = evaluating_trainer(tmp_path / "straight")
+@pytest.fixture(scope="module")
+def never_stopped(tmp_path_factory):
+  """evaluating_trainer's run, never stopped, one for both signalled runs below: (its
+  output_dir, [(step, whether that step's checkpoint existed when its dev was read)])."""
+  straight = evaluating_trainer(tmp_path_factory.mktemp("straight") / "run")
   read_dev = straight.dev_metrics
   saved_when_read = []
 
@@ -337,8 +333,20 @@ def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_
     return read_dev(stopping)
   straight.dev_metrics = dev_metrics
   straight.train()
+  return straight.output_dir, saved_when_read
+
+
+@pytest.mark.parametrize("signalled_in", ["teacher-forced", "decode"])
+def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_it(
+    never_stopped, tmp_path, monkeypatch, signalled_in):
+  """Step 4 is saved before dev is read, so a signal (or a kill) while dev is evaluated
+  loses no training. SIGTERM during the teacher-forced pass or between decode batches
+  abandons the evaluation; the same command evaluates step 4 first and trains on. The
+  truth: a run never stopped, whose events the resumed run's must equal value for value."""
+  from t2tlite.decoding.pipeline import DecodePipeline
+  straight_dir, saved_when_read = never_stopped
   assert saved_when_read == [(4, True), (8, True)]
-  expected = eval_losses(straight.output_dir)
+  expected = eval_losses(straight_dir)
   assert sorted(expected) == [4, 8]
 
   out = str(tmp_path / "stopped")
@@ -379,7 +387,7 @@ def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_
   monkeypatch.undo()
   evaluating_trainer(out).train()
   assert eval_losses(out) == expected
-  decoded = eval_metrics(straight.output_dir, "exact_match")
+  decoded = eval_metrics(straight_dir, "exact_match")
   assert sorted(decoded) == [4, 8] and eval_metrics(out, "exact_match") == decoded
 
 
