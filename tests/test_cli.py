@@ -127,15 +127,15 @@ def test_stop_signals_first_asks_second_acts_as_before_ignored_stays_ignored():
   before = signal.getsignal(signal.SIGTERM)
   with StopSignals() as stops:
     assert stops.received is None
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(0.05)  # Python runs the handler between bytecodes.
+    # raise_signal: in this thread, the Python handler run before it returns (os.kill may land
+    # on one of TensorFlow's threads, and the handler then runs whenever the main thread looks).
+    signal.raise_signal(signal.SIGTERM)
     assert stops.received == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) == before  # A second SIGTERM would kill.
   ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
   try:
     with StopSignals() as stops:
-      os.kill(os.getpid(), signal.SIGINT)
-      time.sleep(0.05)
+      signal.raise_signal(signal.SIGINT)
       assert stops.received is None  # Started ignored: stays ignored.
   finally:
     signal.signal(signal.SIGINT, ignored)
@@ -157,8 +157,7 @@ def test_stop_check_acts_on_what_the_workers_agreed_and_stays_stopped():
   with StopSignals() as stops:
     check = StopCheck(stops, lambda: False, lambda: False, agreement)
     assert not check.now() and check.signal is None
-    os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(0.05)
+    signal.raise_signal(signal.SIGINT)
     assert stops.received == signal.SIGINT and not check.signalled()  # Not yet shared.
     assert check.now() and check.signal == signal.SIGTERM
     assert check.now() and shared == [(None, False, False), (signal.SIGINT, False, False)]
@@ -170,8 +169,7 @@ def test_stop_check_acts_on_what_the_workers_agreed_and_stays_stopped():
     check = StopCheck(stops, lambda: False, lambda: next(clock))
     assert not check.now() and check.now() and check.now() and check.signal is None
     assert check.out_of_time
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(0.05)
+    signal.raise_signal(signal.SIGTERM)
     assert check.signal == signal.SIGTERM
   with StopSignals() as stops:
     check = StopCheck(stops, lambda: True, lambda: pytest.fail("the clock read"))

@@ -356,7 +356,7 @@ def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_
   def sigterm_once():  # Once: the first signal only asks; a second would end the process.
     if not signalled:
       signalled.append(stopped.step)
-      os.kill(os.getpid(), signal.SIGTERM)
+      signal.raise_signal(signal.SIGTERM)  # Handled before it returns, in this thread.
   if signalled_in == "teacher-forced":
     eval_step = stopped.eval_step
 
