@@ -364,6 +364,7 @@ def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_
       sigterm_once()
       return eval_step(batch)
     eval_step_then_sigterm.experimental_get_tracing_count = eval_step.experimental_get_tracing_count
+    eval_step_then_sigterm.get_concrete_function = eval_step.get_concrete_function
     stopped.eval_step = eval_step_then_sigterm
   else:
     decode = DecodePipeline.decode

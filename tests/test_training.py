@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2tlite import registry
+from t2tlite import registry, xla_choice
 from t2tlite.models.transformer import Transformer
 from t2tlite.training import run_dir, train_step
 from t2tlite.training.optimization import make_optimizer
@@ -43,6 +43,10 @@ def test_training_reduces_dev_loss_and_logs(tiny_run):
                for v in e.summary.value}
   # Teacher-forced metrics and, from decoding dev for real, BLEU and exact match.
   assert {"loss", "nll", "accuracy", "sequence_accuracy", "bleu", "exact_match"} <= eval_tags
+  # Bucketed batches of several shapes, dev's as well: without XLA each step traced once.
+  assert trainer.num_buckets > 1 and not xla_choice.train_xla(trainer.hparams)
+  assert train_step.compilations(trainer.train_step) == 1
+  assert train_step.compilations(trainer.eval_step) == 1
 
 
 def test_checkpoint_reloads_into_an_identical_model(tiny_run):

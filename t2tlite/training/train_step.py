@@ -25,7 +25,9 @@ per-replica step and the metric sums are reduced across replicas.
   MultiWorkerMirroredStrategy the forward/backward pass of each replica is
   compiled, and the all-reduce and the optimizer run around it. Either way
   `step` is traced once per batch shape, so XLA compiles once per bucket
-  shape; `compilations(step)` reports how many traces there were. A step not
+  shape; `compilations(step)` reports how many traces there were. Without XLA
+  the trainer traces a step of changing shapes once, for any shape
+  (`trace_for_any_shape`). A step not
   compiled whole (train or eval) still compiles its loss over the vocabulary
   alone (`hparams.xla_loss`, on by default; `xla_token_loss_sums` says why), once
   per batch shape.
@@ -201,11 +203,25 @@ def _trace_per_shape_if_xla(step, hparams):
   bucket count). Without XLA a trace per shape buys nothing but graph building:
   a 4+4-layer step took ~10 s to trace on one CPU core, ~7 minutes over 42 bucket
   shapes. reduce_retracing relaxes [rows, length] to [None, None] at the second
-  shape, so the whole run traces twice. The relaxed graph runs within a few
+  shape, so a run would trace twice; the trainer traces the relaxed step first
+  (`trace_for_any_shape`), so once. The relaxed graph runs within a few
   milliseconds of a static one since the loss gives its own gradient
   (`xla_token_loss_sums`); bench/step_profile.py --relaxed profiles it.
   """
   return tf.function(step, reduce_retracing=not xla_choice.train_xla(hparams))
+
+
+def trace_for_any_shape(step, batch) -> None:
+  """Traces `step` (not XLA-compiled) once for batches of `batch`'s structure and any shape.
+
+  Called before the first step of a stream whose shapes change (buckets, dev): that one
+  trace serves the whole run. reduce_retracing alone relaxes only at the second shape, after
+  a first trace for the first shape that the run then no longer uses (about 6 s for the
+  tests' tiny model, 10 s for 4+4 layers). A stream of one shape (packed rows, the benches)
+  keeps its static trace, which the remapper fuses further; an XLA step compiles per shape.
+  """
+  step.get_concrete_function(tf.nest.map_structure(
+      lambda t: tf.TensorSpec([None] * len(t.shape), t.dtype), batch))
 
 
 def compilations(step) -> int:

@@ -417,6 +417,7 @@ class Trainer:
         last_eval, evaluated_step = self.evaluate(step, stop.signalled), step
       while step < opts.train_steps and not stop.now():
         batch = self._next_batch()
+        self._trace_once_if_shapes_change("train", self.train_step, batch)
         window.add(self.train_step(batch))
         self._log_compilation("train", self.train_step, batch)
         if self.step == step:  # mixed_float16: a non-finite gradient; the loss scale halved.
@@ -548,6 +549,7 @@ class Trainer:
     for batch in self._dev_batches():
       if stopping():
         return None
+      self._trace_once_if_shapes_change("eval", self.eval_step, batch)
       window.add(self.eval_step(batch))
       self._log_compilation("eval", self.eval_step, batch)
       batches += 1
@@ -632,6 +634,17 @@ class Trainer:
     if step > self._logged["train"]:  # Replayed after a resume: already logged.
       progress.write_scalars(self.train_writer, step, scalars)
 
+  def _trace_once_if_shapes_change(self, kind, step_fn, batch):
+    """Without XLA, a step whose batches change shape (bucketed training, dev) is traced once,
+    for any shape, before its first call (train_step.trace_for_any_shape)."""
+    if (not self.jax and not xla_choice.train_xla(self.hparams) and self._shapes_change(kind)
+        and not train_step.compilations(step_fn)):
+      train_step.trace_for_any_shape(step_fn, batch)
+
+  def _shapes_change(self, kind):
+    """Dev's batches are bucketed; training's are unless one bucket holds them (packed rows)."""
+    return kind == "eval" or self.num_buckets > 1
+
   def _log_compilation(self, kind, step_fn, batch):
     """Logs each new trace of `step_fn` (with XLA: one compilation per bucket shape)."""
     if self.jax:
@@ -645,7 +658,8 @@ class Trainer:
     if compiled:
       bound = f" (at most {self.num_buckets} bucket shapes)" if kind == "train" else ""
     else:
-      bound = " (xla=false: from the second trace on, any shape)"
+      bound = (" (xla=false: traced once, for any shape)" if self._shapes_change(kind) else
+               " (xla=false: one shape; a second would relax it to any shape)")
     logging.info("%s step %s #%d: global batch shape %s%s", kind,
                  "jax.jit compilation" if self.jax else
                  "XLA compilation" if compiled else "trace", count,
