@@ -6,6 +6,7 @@ directory) ends the command with exit status 2 and a single line on stderr
 naming the flag or file at fault, never a traceback.
 """
 
+import gc
 import os
 import signal
 import sys
@@ -100,6 +101,8 @@ def run(main):
       if line is None:
         raise
       _exit(line)
+    finally:
+      collect_now_not_at_exit()
 
   _help_shows_command_flags(sys.modules[main.__module__])
   app.run(guarded, flags_parser=_parse_flags)
@@ -138,6 +141,19 @@ def run_script(main) -> None:
     sys.exit(main())
   except errors.UserError as e:
     _exit(errors.one_line(e))
+  finally:
+    collect_now_not_at_exit()
+
+
+def collect_now_not_at_exit() -> None:
+  """Collects the command's garbage now and freezes what is left alive out of the exit's
+  collections: the interpreter's exit otherwise runs the cycle collector over every object
+  TensorFlow and Keras made, several times over (1.0-1.4 s of each command that loads them,
+  against 0.1 s frozen). Called once the command's work is done: its files are closed (the
+  objects still alive are reachable and torn down as modules are, as before; only cycles
+  among them are left to the process's end)."""
+  gc.collect()
+  gc.freeze()
 
 
 def _exit(message: str):
