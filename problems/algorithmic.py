@@ -27,12 +27,13 @@ from t2tlite.registry import register_problem
 
 # Hash buckets (out of 10) owned by each split: 80% of all sequences are train.
 _SPLIT_BUCKETS = {"dev": (0,), "test": (1,), "train": tuple(range(2, 10))}
+_SPLIT_OF_BUCKET = [next(split for split, owned in _SPLIT_BUCKETS.items() if bucket in owned)
+                    for bucket in range(10)]
 
 
 def split_of(sequence: str) -> str:
-  """The split a sequence belongs to, from a stable hash of its text."""
-  bucket = int(hashlib.sha1(sequence.encode()).hexdigest(), 16) % 10
-  return next(split for split, owned in _SPLIT_BUCKETS.items() if bucket in owned)
+  """The split a sequence belongs to, from a stable hash of its text (SHA-1 as a number)."""
+  return _SPLIT_OF_BUCKET[int.from_bytes(hashlib.sha1(sequence.encode()).digest(), "big") % 10]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +70,12 @@ class AlgorithmicProblem(Problem):
     """Deterministic pairs of `split`; dev and test hold distinct sequences."""
     seed = self.options.test_seed if split == "test" and self.options.test_seed else self.options.seed
     rng = np.random.default_rng([seed, ("train", "dev", "test").index(split)])
+    names = [str(s) for s in range(self.num_symbols)]
     seen = set()
     count = 0
     while count < self.split_sizes[split]:
       length = int(rng.integers(self.min_length, self.max_length + 1))
-      symbols = [str(s) for s in rng.integers(0, self.num_symbols, size=length)]
+      symbols = [names[s] for s in rng.integers(0, self.num_symbols, size=length).tolist()]
       source = " ".join(symbols)
       if split_of(source) != split or (split != "train" and source in seen):
         continue
