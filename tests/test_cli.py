@@ -154,13 +154,19 @@ def test_stop_check_acts_on_what_the_workers_agreed_and_stays_stopped():
   def agreement(signum, out_of_patience, out_of_time):  # Worker 1 gets SIGTERM after step 1.
     shared.append((signum, out_of_patience, out_of_time))
     return (signal.SIGTERM if len(shared) >= 2 else None), False, False
-  with StopSignals() as stops:
-    check = StopCheck(stops, lambda: False, lambda: False, agreement)
-    assert not check.now() and check.signal is None
-    signal.raise_signal(signal.SIGINT)
-    assert stops.received == signal.SIGINT and not check.signalled()  # Not yet shared.
-    assert check.now() and check.signal == signal.SIGTERM
-    assert check.now() and shared == [(None, False, False), (signal.SIGINT, False, False)]
+  # As from a terminal: a background job of a non-interactive shell starts with SIGINT
+  # ignored, and StopSignals rightly leaves an ignored signal ignored.
+  before = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with StopSignals() as stops:
+      check = StopCheck(stops, lambda: False, lambda: False, agreement)
+      assert not check.now() and check.signal is None
+      signal.raise_signal(signal.SIGINT)
+      assert stops.received == signal.SIGINT and not check.signalled()  # Not yet shared.
+      assert check.now() and check.signal == signal.SIGTERM
+      assert check.now() and shared == [(None, False, False), (signal.SIGINT, False, False)]
+  finally:
+    signal.signal(signal.SIGINT, before)
   with StopSignals() as stops:  # A non-chief worker: the chief's clock, agreed.
     check = StopCheck(stops, lambda: False, lambda: False, lambda s, p, t: (None, False, True))
     assert check.now() and check.out_of_time and not check.out_of_patience
