@@ -490,6 +490,9 @@ def test_a_signal_to_one_worker_stops_both_after_the_same_step_and_the_chiefs_cl
   assert path.endswith(f"ckpt-{end}") and checkpoints.weights_checksum(model) == sums[0]
 
 
+# Slow-marked (six two-worker processes, the suite's costliest test): CI trains, stops and
+# resumes two workers in the signal test above; this rerun/resume agreement runs under -m slow.
+@pytest.mark.slow
 def test_two_workers_agree_on_what_is_left_to_evaluate_when_rerun_and_resumed(tmp_path):
   """Only the chief read its events, so a rerun of a finished run sent worker 1 alone into
   dev's collective pass (a traceback, exit 1). Now both see step 4's evaluation as done;
