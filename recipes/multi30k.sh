@@ -35,7 +35,8 @@
 # checkpoint: dev_choice.AVERAGE_DIR.ckpt-N+train.ckpt-M.json), average_choice.json,
 # test_2016.LANG, test_2016.bleu.json, curves.png, curves.*.csv}.
 # TEST_LINES=N and DEV_LINES=N (smoke runs) decode and score only the first N test and dev
-# sentences. PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
+# sentences; EVAL_STEPS=N scores only the first N dev batches at each evaluation (default:
+# all of dev). PROBLEM_OPTIONS goes to t2t-datagen (e.g. lowercase=true: train and
 # score in lowercase, as Multi30k's published systems; the sacreBLEU of test_2016.bleu.json is
 # then against the cased reference, so read its lowercased BLEU).
 # ENSEMBLE=N (default 1) trains N models at once, seeds 1..N, each pinned to one core
@@ -95,7 +96,8 @@ trainer_flags() {  # trainer_flags RUN_DIR SEED: t2t-trainer's flags for one run
     --hparams="dtype=$DTYPE,${HPARAMS:-xla=false}" --data_dir="$OUT/data" --output_dir="$1"
     --random_seed="$2" --train_steps="$STEPS" --train_seconds=$((MINUTES * 60))
     --save_checkpoints_steps="$SAVE" --eval_every="$SAVE"
-    --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --keep_checkpoint_max=20
+    --eval_decode_lines="${EVAL_DECODE_LINES:-300}" --eval_steps="${EVAL_STEPS:-0}"
+    --keep_checkpoint_max=20
     --average_last_n="$AVG" ${BEST_FLAGS[@]+"${BEST_FLAGS[@]}"})
 }
 if [ "$MEMBERS" = 1 ]; then

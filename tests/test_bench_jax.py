@@ -188,7 +188,10 @@ def test_step_profile_sums_kernels_by_kind_and_model_part(tmp_path):
       "loss": 0.030, "feed_forward": 0.010, "unattributed": 0.005})
 
 
+# Slow-marked (one process compiling each variant's step, about a minute): CI runs the JAX
+# bench's own step at each length above.
 @needs_jax
+@pytest.mark.slow
 def test_step_variants_compare_in_one_process_without_tensorflow(tmp_path):
   """bench/jax_step_variants.py: every variant in one process, XLA options reaching that
   variant's step only (XLA's own dump of the options it compiled with), hparams variants on

@@ -23,7 +23,7 @@ from tests.helpers import REPO, TINY_SHAPE, hparams_flag
 SMALL_MODEL = hparams_flag(xla="false", num_encoder_layers=1, num_decoder_layers=1,
                           batch_size=1024, **TINY_SHAPE)[len("--hparams="):]
 SMOKE_ENV = {"TRAIN_STEPS": "4", "SAVE_STEPS": "2", "AVERAGE_LAST_N": "2",
-             "EVAL_DECODE_LINES": "4", "TEST_LINES": "6", "HPARAMS": SMALL_MODEL,
+             "EVAL_DECODE_LINES": "4", "EVAL_STEPS": "3", "TEST_LINES": "6", "HPARAMS": SMALL_MODEL,
              "DEV_LINES": "4", "DECODE_ALPHAS": "0.6,1.0"}
 
 
