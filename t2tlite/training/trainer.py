@@ -636,9 +636,10 @@ class Trainer:
 
   def _trace_once_if_shapes_change(self, kind, step_fn, batch):
     """Without XLA, a step whose batches change shape (bucketed training, dev) is traced once,
-    for any shape, before its first call (train_step.trace_for_any_shape)."""
-    if (not self.jax and not xla_choice.train_xla(self.hparams) and self._shapes_change(kind)
-        and not train_step.compilations(step_fn)):
+    for any shape, before its first call (train_step.trace_for_any_shape). Called each step:
+    once traced, the trace count alone answers (no device listing under xla=auto)."""
+    if (not self.jax and not train_step.compilations(step_fn)
+        and not xla_choice.train_xla(self.hparams) and self._shapes_change(kind)):
       train_step.trace_for_any_shape(step_fn, batch)
 
   def _shapes_change(self, kind):
