@@ -16,6 +16,10 @@ warnings, logged once per function by TensorFlow and again through absl, are
 dropped too: the trainer logs its own traces and compilations.
 
 `--verbosity=1` (or higher) on any command leaves all of it in.
+
+The first import of TensorFlow or Keras (Keras loads TensorFlow, its default
+backend) is the one intercepted, and it leaves out the optional packages the two
+would load for features no command calls (t2tlite.optional_imports), verbose or not.
 """
 
 import importlib.abc
@@ -26,6 +30,8 @@ import re
 import sys
 import tempfile
 
+from t2tlite import optional_imports
+
 NOISE = re.compile(
     r"All log messages before absl::InitializeLog\(\) is called"
     r"|cudart_stub\.cc|cuda_platform\.cc|failed call to cuInit|cuda_executor\.cc"
@@ -35,6 +41,8 @@ NOISE = re.compile(
     r"|oneDNN custom operations are on|TF-TRT Warning: Could not find TensorRT")
 
 RETRACING = "triggered tf.function retracing"
+
+FIRST_IMPORTS = ("tensorflow", "keras")  # Either loads TensorFlow (Keras's default backend).
 
 
 def is_noise(line: str) -> bool:
@@ -58,34 +66,44 @@ def verbosity_from_argv(argv) -> int:
   return 0
 
 
-class _QuietLoader(importlib.abc.Loader):
-  """Runs the real loader of `tensorflow` with stderr captured and filtered."""
+class _LeanLoader(importlib.abc.Loader):
+  """Runs the real loader of TensorFlow (or Keras) without the optional packages; quiet if asked."""
 
-  def __init__(self, loader):
+  def __init__(self, loader, quiet: bool):
     self.loader = loader
+    self.quiet = quiet
 
   def create_module(self, spec):
     return self.loader.create_module(spec)
 
   def exec_module(self, module):
-    with FilteredStderr():
-      self.loader.exec_module(module)
-      try:  # Probing the devices is what logs the cuInit error: do it while filtered.
-        module.config.list_physical_devices()
-      except Exception:  # noqa: BLE001 - the command itself will meet any real problem.
-        pass
+    with optional_imports.skipped():
+      if not self.quiet:
+        self.loader.exec_module(module)
+        return
+      with FilteredStderr():
+        self.loader.exec_module(module)
+        try:  # Probing the devices is what logs the cuInit error: do it while filtered.
+          if "tensorflow" in sys.modules:  # Keras on JAX may not load it.
+            sys.modules["tensorflow"].config.list_physical_devices()
+        except Exception:  # noqa: BLE001 - the command itself will meet any real problem.
+          pass
 
 
-class _QuietFinder(importlib.abc.MetaPathFinder):
-  """Intercepts the first `import tensorflow` (wherever it happens) to load it quietly."""
+class _FirstImportFinder(importlib.abc.MetaPathFinder):
+  """Intercepts the first import of TensorFlow or Keras (which loads TensorFlow, and Keras's
+  own optional packages before it): lean, and quiet if asked."""
+
+  def __init__(self, quiet: bool):
+    self.quiet = quiet
 
   def find_spec(self, name, path=None, target=None):
-    if name != "tensorflow":
+    if name not in FIRST_IMPORTS:
       return None
     sys.meta_path.remove(self)  # Once: later imports find the loaded module.
     spec = importlib.machinery.PathFinder.find_spec(name, path)
     if spec is not None and spec.loader is not None:
-      spec.loader = _QuietLoader(spec.loader)
+      spec.loader = _LeanLoader(spec.loader, self.quiet)
     return spec
 
 
@@ -124,15 +142,15 @@ def install(argv=None) -> bool:
   """Quiets TensorFlow's start-up unless --verbosity >= 1; True if it did.
 
   Call before TensorFlow is imported (t2tlite.cli does, on import); once
-  TensorFlow is loaded there is nothing left to hide at start-up.
+  TensorFlow is loaded there is nothing left to hide at start-up. Quiet or
+  not, the first import leaves out the optional packages (module docstring).
   """
   argv = sys.argv if argv is None else argv
-  if verbosity_from_argv(argv) >= 1:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+  quiet = verbosity_from_argv(argv) < 1
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if quiet else "0")  # 2: C++ INFO, WARNING off
+  if quiet:
+    logging.getLogger("tensorflow").addFilter(_DropRetracing())
+  if any(name in sys.modules for name in FIRST_IMPORTS) or any(isinstance(f, _FirstImportFinder) for f in sys.meta_path):
     return False
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO and WARNING lines off.
-  logging.getLogger("tensorflow").addFilter(_DropRetracing())
-  if "tensorflow" in sys.modules or any(isinstance(f, _QuietFinder) for f in sys.meta_path):
-    return False
-  sys.meta_path.insert(0, _QuietFinder())
-  return True
+  sys.meta_path.insert(0, _FirstImportFinder(quiet))
+  return quiet

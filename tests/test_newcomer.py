@@ -132,6 +132,38 @@ def test_filtered_stderr_drops_only_the_known_noise(capfd):
   assert capfd.readouterr().err == "a real warning\n"
 
 
+def test_optional_imports_fail_only_inside_the_block_and_loaded_ones_stay(monkeypatch):
+  from t2tlite import optional_imports
+  monkeypatch.delitem(sys.modules, "colorsys", raising=False)  # A small stdlib module, unloaded.
+  with optional_imports.skipped(("colorsys", "json")) as hidden:
+    assert hidden == ["colorsys"]  # json is loaded already: hiding it would break its users.
+    with pytest.raises(ImportError):
+      import colorsys  # noqa: F401
+    import json  # noqa: F401
+  import colorsys  # noqa: F401, F811 - importable again after the block.
+  assert colorsys.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("backend,first", [("tensorflow", "keras"), ("jax", "tensorflow")])
+def test_a_command_loads_tensorflow_without_the_optional_packages_it_never_calls(backend, first):
+  # As a command does: t2tlite.cli first, then TensorFlow or Keras (the trainer imports Keras
+  # first; either loads the other); afterwards the packages still import.
+  second = "tensorflow" if first == "keras" else "keras"
+  code = textwrap.dedent(f"""
+      import sys
+      import t2tlite.cli
+      import {first}, {second}
+      print(sorted(m for m in ("IPython", "jax", "matplotlib") if m in sys.modules))
+      import jax, matplotlib.pyplot
+      print(keras.backend.backend(), jax.numpy.add(1, 2), matplotlib.pyplot.__name__)""")
+  proc = _run([sys.executable, "-c", code], env={"KERAS_BACKEND": backend})
+  assert proc.returncode == 0, proc.stderr
+  loaded, after = proc.stdout.strip().splitlines()
+  # Under the JAX backend Keras needs jax while TensorFlow loads, so it is left alone.
+  assert loaded == ("['jax']" if backend == "jax" else "[]")
+  assert after == f"{backend} 3 matplotlib.pyplot"
+
+
 @pytest.mark.parametrize("argv,level", [
     (["t2t-trainer"], 0), (["t2t-trainer", "--verbosity=1"], 1), (["x", "-v", "2"], 2),
     (["x", "--verbosity", "1", "--problem=p"], 1), (["x", "-v=bad"], 0)])
