@@ -43,6 +43,34 @@ def test_splits_have_the_promised_sizes_and_are_disjoint(reverse_pairs):
   assert not sources["dev"] & sources["test"]
 
 
+@pytest.mark.parametrize("seed", [0, 1, 7, 2026])
+def test_bulk_draws_are_numpys_draws_call_by_call(seed):
+  # The problem's own pattern (a length, then that many symbols) and sizes that need a redraw
+  # often (n = 3 * 2**30 rejects a quarter of the values) or never draw (n = 1), across chunks.
+  from t2tlite.problems.algorithmic import LemireDraws
+  reference = np.random.default_rng([seed, 5])
+  bulk = LemireDraws(np.random.default_rng([seed, 5]))
+  asks = [(20, 1), (10, 13), (3 << 30, 5), (1, 3), (10, 7), (2**32 - 1, 4)] * 500
+  asks += [(10, LemireDraws.CHUNK * 2 + 3), (20, 1)]  # Longer than a chunk.
+  for n, count in asks:
+    assert bulk.below(n, count) == reference.integers(0, n, size=count).tolist(), (n, count)
+
+
+def test_generated_pairs_are_drawn_from_the_seeded_stream_as_numpy_draws_them():
+  # The generator as written with per-call numpy draws (before the bulk draws), for dev.
+  from t2tlite.problems.algorithmic import split_of
+  problem = registry.problem("algorithmic_reverse")
+  rng = np.random.default_rng([problem.options.seed, 1])
+  expected, seen = [], set()
+  while len(expected) < 1000:
+    symbols = [str(s) for s in rng.integers(0, 10, size=int(rng.integers(1, 21))).tolist()]
+    source = " ".join(symbols)
+    if split_of(source) == "dev" and source not in seen:
+      seen.add(source)
+      expected.append((source, " ".join(symbols[::-1])))
+  assert list(problem.text_pairs("dev")) == expected
+
+
 def test_generation_is_deterministic(reverse_pairs):
   again = list(registry.problem("algorithmic_reverse").text_pairs("test"))
   assert again == reverse_pairs["test"]
