@@ -110,6 +110,9 @@ def make_train_step(model, optimizer, hparams, strategy=None):
   """
   strategy = strategy or tf.distribute.get_strategy()
   variables = model.trainable_variables
+  if not optimizer.built:  # Its slots made in the first trace would make TF trace the step twice.
+    with strategy.scope():
+      optimizer.build(variables)
   num_micro = hparams.accumulate_steps
   loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
   sync = distribution.needs_cross_replica_sync(strategy)
