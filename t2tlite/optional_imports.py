@@ -1,20 +1,21 @@
 """TensorFlow's import, without the optional packages it loads for features t2tlite never calls.
 
 `import tensorflow` (2.21) or `import keras` (3.15, which loads TensorFlow) imports three
-optional packages when they are installed, each behind `try: import ... except ImportError` and each for a feature no t2t
-command uses:
+optional packages when they are installed, each behind `try: import ... except ImportError`
+and each for a feature no t2t command uses:
 
-  jax                TFLite's converter from JAX functions (`tensorflow.lite.python.util`)
-  matplotlib(.pyplot) Keras's `plot_image_gallery` (`keras.src.visualization`)
-  IPython            Keras's notebook check (`keras.src.saving.file_editor`)
+  jax                  TFLite's converter from JAX functions (`tensorflow.lite.python.util`)
+  matplotlib(.pyplot)  Keras's `plot_image_gallery` (`keras.src.visualization`)
+  IPython              Keras's notebook check (`keras.src.saving.file_editor`)
 
 Together about 1.8 s of the 5-6 s each command spends importing TensorFlow on one core
-(measured 2026-12-01: 5.1-6.2 s with them, 3.4-4.3 s without, one core, six runs each), paid by
-every `t2t-*` process. While TensorFlow or Keras loads, `skipped()` makes each of them raise ImportError
-(a None entry in sys.modules, which is how Python spells "not importable"); afterwards they
-import as usual, so `t2t-plot-curves` still draws with matplotlib and the JAX backend still
-finds jax. When Keras itself runs on JAX (KERAS_BACKEND=jax), TensorFlow's import loads Keras
-and Keras loads jax, so jax is left alone.
+(measured 2026-12-01: 5.1-6.2 s with them, 3.4-4.3 s without, one core, six runs each), paid
+by every `t2t-*` process. While TensorFlow or Keras loads, `skipped()` makes each of them
+raise ImportError (a None entry in sys.modules, which is how Python spells "not
+importable"); afterwards they import as usual, so `t2t-plot-curves` still draws with
+matplotlib and the JAX backend still finds jax. When Keras itself runs on JAX
+(KERAS_BACKEND=jax), TensorFlow's import loads Keras and Keras loads jax, so jax is left
+alone.
 """
 
 import contextlib

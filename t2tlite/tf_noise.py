@@ -150,7 +150,8 @@ def install(argv=None) -> bool:
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if quiet else "0")  # 2: C++ INFO, WARNING off
   if quiet:
     logging.getLogger("tensorflow").addFilter(_DropRetracing())
-  if any(name in sys.modules for name in FIRST_IMPORTS) or any(isinstance(f, _FirstImportFinder) for f in sys.meta_path):
+  if (any(name in sys.modules for name in FIRST_IMPORTS)
+      or any(isinstance(f, _FirstImportFinder) for f in sys.meta_path)):
     return False
   sys.meta_path.insert(0, _FirstImportFinder(quiet))
   return quiet

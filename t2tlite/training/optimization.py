@@ -109,8 +109,8 @@ class PreReducedAdam(keras.optimizers.Adam):
 
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     """One update: its scalars (ResourceApplyAdam's powers and casts) made once per dtype
-    and device, not once per variable: 17 graph ops a variable, 22% of the tiny train
-    step's graph and of its trace time."""
+    and device, not once per variable (about 12 graph ops a variable): the tiny train
+    step's graph 4,668 -> 3,946 ops, its trace about a fifth faster (bench/trace_cost.py)."""
     self._update_scalars = {}
     try:
       return super()._backend_update_step(grads, trainable_variables, learning_rate)
