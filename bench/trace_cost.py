@@ -22,11 +22,9 @@ import collections
 import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import train_throughput  # noqa: E402  (a sibling script: its shapes and the trainer's step)
+import train_throughput  # A sibling script (its folder is on sys.path when run): the shapes.
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
