@@ -58,6 +58,22 @@ def fixed_batch(vocab):
   return batch
 
 
+def inference_logits(model, batch):
+  """The model's logits on `batch`, in one compiled call under JAX.
+
+  An eager call under JAX compiles each op on its own: the module's JAX run (its fixture)
+  took 23.5 s with this forward pass eager, 19.6 s jitted.
+  """
+  import keras
+  if keras.config.backend() != "jax":
+    return model(batch, training=False)
+  import jax
+  trainable = [v.value for v in model.trainable_variables]
+  non_trainable = [v.value for v in model.non_trainable_variables]
+  return jax.jit(lambda t, n: model.stateless_call(t, n, batch, training=False)[0])(
+      trainable, non_trainable)
+
+
 def train(run):
   import keras
   import numpy as np
@@ -88,7 +104,7 @@ def train(run):
     checkpoint_manifest.write_manifest = die_before_manifest
   trainer.train()
   if run.get("logits"):
-    logits = trainer.model(fixed_batch(trainer.hparams.input_vocab_size), training=False)
+    logits = inference_logits(trainer.model, fixed_batch(trainer.hparams.input_vocab_size))
     np.savez(run["logits"], logits=keras.ops.convert_to_numpy(logits))
   return {"step": trainer.step, "checksum": checkpoints.weights_checksum(trainer.model),
           "backend": keras.config.backend()}
