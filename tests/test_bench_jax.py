@@ -42,10 +42,13 @@ def _no_tensorflow_env(tmp_path):
       [str(blocked.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
 
 
-# --compare_flash adds a worker process per length (two more JAX start-ups): slow-marked; CI
-# runs the bench at each length without it.
+# Slow-marked (a JAX process per length, 46 s in CI's two-process run; --compare_flash two
+# more): CI trains JAX steps without TensorFlow (tests/test_jax_training.py) and checks the
+# summary's sums from a written trace (test_step_profile_sums_kernels_... below). Run
+# `python -m pytest -m slow tests/test_bench_jax.py` before a GPU measurement.
 @needs_jax
-@pytest.mark.parametrize("compare_flash", [pytest.param(True, marks=pytest.mark.slow), False])
+@pytest.mark.slow
+@pytest.mark.parametrize("compare_flash", [True, False])
 def test_jax_bench_runs_without_tensorflow_at_each_length(tmp_path, compare_flash):
   out = tmp_path / "bench.json"
   peak = 0.5

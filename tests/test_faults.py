@@ -336,7 +336,10 @@ def never_stopped(tmp_path_factory):
   return straight.output_dir, saved_when_read
 
 
-@pytest.mark.parametrize("signalled_in", ["teacher-forced", "decode"])
+# The teacher-forced pass is slow-marked: the signal lands in the same evaluation, whose stop
+# and resume CI checks with the signal in dev decoding, the later of its two passes.
+@pytest.mark.parametrize("signalled_in", [pytest.param("teacher-forced", marks=pytest.mark.slow),
+                                          "decode"])
 def test_sigterm_while_dev_is_evaluated_keeps_the_step_and_the_resume_evaluates_it(
     never_stopped, tmp_path, monkeypatch, signalled_in):
   """Step 4 is saved before dev is read, so a signal (or a kill) while dev is evaluated

@@ -37,6 +37,11 @@ def _leaves(tree):
   return [token.rstrip(")") for token in tree.split() if not token.startswith("(")]
 
 
+# Slow-marked (four processes, 55 s alone, 77 s in CI's two-process run). CI covers its parts:
+# the JAX trainer on saved numpy batches without TensorFlow (tests/test_jax_training.py), the
+# JAX search under the word-tree constraint against TensorFlow's (tests/test_jax_search.py),
+# and the TensorFlow parsing pipeline from datagen to EVALB (tests/test_parsing.py).
+@pytest.mark.slow
 def test_prepare_run_report_gives_unrepaired_trees_over_the_source_words(tmp_path, shared_dir):
   data, prep, results = (str(tmp_path / name) for name in ("data", "prep", "results"))
   _recipe("prepare", f"--data_dir={data}", f"--tmp_dir={os.path.join(shared_dir, 'data', 'ptb')}",
