@@ -47,14 +47,14 @@ def _split_cpu():
 
 _split_cpu()
 
-# The longest test files, longest first (seconds per file in a 2-process run, 2026-11-27).
+# The longest test files, longest first (seconds per file in a 2-process run, 2026-12-01).
 # `-n 2 --dist loadfile` hands whole files to whichever process is free, in collection order;
 # xdist would order files by their number of tests, which let a long file start last and
 # run alone at the end. Longest first keeps both processes busy to the end.
-LONGEST_FILES = ["test_faults.py", "test_decoder.py", "test_export.py", "test_tree_constraint.py",
-                 "test_cli.py", "test_parsing.py", "test_jax_search.py", "test_bench_jax.py",
-                 "test_distribute.py", "test_translate.py", "test_recipes.py",
-                 "test_parsing_gpu.py", "test_training.py", "test_jax_training.py"]
+LONGEST_FILES = ["test_distribute.py", "test_faults.py", "test_decoder.py", "test_cli.py",
+                 "test_parsing.py", "test_export.py", "test_recipes.py", "test_tree_constraint.py",
+                 "test_translate.py", "test_jax_training.py", "test_training.py",
+                 "test_ensemble.py", "test_model.py", "test_jax_search.py", "test_backends.py"]
 
 
 def pytest_configure(config):
