@@ -38,13 +38,17 @@ def parse_example(record) -> Dict[str, tf.Tensor]:
   return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in parsed.items()}
 
 
+# tf.data would convert it with AutoGraph on each trace; it has no tensor control flow.
+_parse_without_autograph = tf.autograph.experimental.do_not_convert(parse_example)
+
+
 def read_records(paths: Sequence[str]) -> tf.data.Dataset:
   """The examples of a split's shards, in file order (shards interleaved when several)."""
   paths = list(paths)
   if len(paths) == 1:
-    return tf.data.TFRecordDataset(paths[0]).map(parse_example)
+    return tf.data.TFRecordDataset(paths[0]).map(_parse_without_autograph)
   return tf.data.TFRecordDataset(paths, num_parallel_reads=min(len(paths), 4)).map(
-      parse_example, num_parallel_calls=tf.data.AUTOTUNE)
+      _parse_without_autograph, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def in_memory_dataset(pairs) -> tf.data.Dataset:
@@ -55,8 +59,8 @@ def in_memory_dataset(pairs) -> tf.data.Dataset:
     ends = np.cumsum(lengths)
     columns[key] = (tf.constant(np.concatenate([p[key] for p in pairs])), ends - lengths, ends)
   bounds = {key: (starts, ends) for key, (_, starts, ends) in columns.items()}
-  return tf.data.Dataset.from_tensor_slices(bounds).map(
-      lambda b: {key: columns[key][0][b[key][0]:b[key][1]] for key in b})
+  return tf.data.Dataset.from_tensor_slices(bounds).map(tf.autograph.experimental.do_not_convert(
+      lambda b: {key: columns[key][0][b[key][0]:b[key][1]] for key in b}))
 
 
 class SplitWriter:

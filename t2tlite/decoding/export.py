@@ -75,7 +75,9 @@ class TextToText(tf.Module):
     self.beams_written = self.hp.beams_written
     self.per_line = bool(self.hp.return_beams or self.hp.nbest)  # [batch, N] outputs.
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  # Without AutoGraph, as the search it calls: nothing here branches or loops on a tensor.
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
+               autograph=False)
   def serve(self, inputs):
     hp = self.hp
     batch = tf.shape(inputs)[0]

@@ -32,6 +32,10 @@ import tensorflow as tf
 from t2tlite.constants import PAD_ID
 from t2tlite.data import packing
 
+# tf.data converts each function it traces with AutoGraph unless told not to. None here
+# branches or loops on a tensor, and converting them cost a tiny trainer run about 1 s.
+_no_autograph = tf.autograph.experimental.do_not_convert
+
 # Pairs packed together: rows are filled first-fit decreasing within a window of this many
 # pairs of the shuffled stream (larger windows packed Multi30k no better: bench/README.md).
 PACK_WINDOW = 4096
@@ -62,7 +66,7 @@ def filter_max_length(dataset, max_length: int):
   """Drops examples with either side longer than max_length (0 keeps all)."""
   if not max_length:
     return dataset
-  return dataset.filter(lambda ex: example_length(ex) <= max_length)
+  return dataset.filter(_no_autograph(lambda ex: example_length(ex) <= max_length))
 
 
 def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False,
@@ -88,23 +92,27 @@ def batch_by_length(dataset, hparams, max_length: int, pad_batch: bool = False,
   boundaries_t = tf.constant(boundaries, tf.int32)
   sizes_t = tf.constant(sizes, tf.int64)
 
+  @_no_autograph
   def key_fn(example):
     bucket = tf.searchsorted(boundaries_t, [example_length(example)], side="left")[0]
     return tf.cast(tf.minimum(bucket, len(boundaries) - 1), tf.int64)
 
+  @_no_autograph
   def reduce_fn(bucket, window):
     length = boundaries_t[bucket]
     batched = window.padded_batch(sizes_t[bucket], padded_shapes={
         "inputs": [length], "targets": [length]})
     if pad_batch:
-      batched = batched.map(lambda b: {k: _pad_rows(v, sizes_t[bucket]) for k, v in b.items()})
+      batched = batched.map(_no_autograph(
+          lambda b: {k: _pad_rows(v, sizes_t[bucket]) for k, v in b.items()}))
     elif rows_multiple > 1:
-      batched = batched.map(lambda b: {k: _pad_rows(v, _round_up(tf.shape(v)[0], rows_multiple))
-                                       for k, v in b.items()})
+      batched = batched.map(_no_autograph(
+          lambda b: {k: _pad_rows(v, _round_up(tf.shape(v)[0], rows_multiple))
+                     for k, v in b.items()}))
     return batched
 
   return dataset.group_by_window(key_func=key_fn, reduce_func=reduce_fn,
-                                 window_size_func=lambda bucket: sizes_t[bucket])
+                                 window_size_func=_no_autograph(lambda bucket: sizes_t[bucket]))
 
 
 def _pad_rows(batch, rows):
@@ -129,6 +137,7 @@ def pack_dataset(dataset, length: int, window: int = PACK_WINDOW, seed=None):
   shortest). The row buffer, window // 8 rows, is about one window's rows at
   Multi30k's 8 pairs a row, and small in the checkpointed iterator state.
   """
+  @_no_autograph
   def pack(batch):
     arrays = tf.numpy_function(lambda s, t: packing.pack_padded(s, t, length),
                                [batch["inputs"], batch["targets"]],
@@ -214,7 +223,7 @@ def evaluation_dataset(dataset, hparams, replicas: int = 1, static_shapes: bool 
   batches = batch_by_length(dataset, hparams, max_length, pad_batch=static_shapes,
                             rows_multiple=replicas)
   if hparams.packed_batches:
-    batches = batches.map(single_segments)
+    batches = batches.map(_no_autograph(single_segments))
   return without_autotuning(batches.prefetch(2))
 
 
@@ -228,4 +237,4 @@ def num_buckets(dataset, hparams) -> int:
 
 
 def _longest(dataset) -> int:
-  return int(dataset.map(example_length).reduce(tf.constant(1), tf.maximum))
+  return int(dataset.map(_no_autograph(example_length)).reduce(tf.constant(1), tf.maximum))
