@@ -153,15 +153,16 @@ def test_a_command_loads_tensorflow_without_the_optional_packages_it_never_calls
       import sys
       import t2tlite.cli
       import {first}, {second}
-      print(sorted(m for m in ("IPython", "jax", "matplotlib") if m in sys.modules))
-      import jax, matplotlib.pyplot
-      print(keras.backend.backend(), jax.numpy.add(1, 2), matplotlib.pyplot.__name__)""")
+      print(sorted(m for m in ("IPython", "jax", "matplotlib", "scipy") if m in sys.modules))
+      import jax, matplotlib.pyplot, scipy.sparse
+      print(keras.backend.backend(), jax.numpy.add(1, 2), matplotlib.pyplot.__name__,
+            scipy.sparse.issparse(scipy.sparse.eye(2)))""")
   proc = _run([sys.executable, "-c", code], env={"KERAS_BACKEND": backend})
   assert proc.returncode == 0, proc.stderr
   loaded, after = proc.stdout.strip().splitlines()
-  # Under the JAX backend Keras needs jax while TensorFlow loads, so it is left alone.
-  assert loaded == ("['jax']" if backend == "jax" else "[]")
-  assert after == f"{backend} 3 matplotlib.pyplot"
+  # Under the JAX backend Keras needs jax and scipy while TensorFlow loads: left alone.
+  assert loaded == ("['jax', 'scipy']" if backend == "jax" else "[]")
+  assert after == f"{backend} 3 matplotlib.pyplot True"
 
 
 @pytest.mark.parametrize("argv,level", [
