@@ -13,12 +13,12 @@ and each for a feature no t2t command uses:
 The first three together about 1.8 s of the 5-6 s each command spent importing TensorFlow on
 one core (measured 2026-12-01: 5.1-6.2 s with them, 3.4-4.3 s without, one core, six runs
 each), scipy 0.2-0.3 s more (2.6-3.3 s -> 2.6-3.0 s, four runs each), paid by every `t2t-*`
-process. (`requests` cannot be skipped: TensorFlow's failure handling imports it unguarded.) While TensorFlow or Keras loads, `skipped()` makes each of them
-raise ImportError (a None entry in sys.modules, which is how Python spells "not
-importable"); afterwards they import as usual, so `t2t-plot-curves` still draws with
-matplotlib and the JAX backend still finds jax. When Keras itself runs on JAX
-(KERAS_BACKEND=jax), TensorFlow's import loads Keras and Keras loads jax and scipy, so both
-are left alone.
+process. (`requests` cannot be skipped: TensorFlow's failure handling imports it unguarded.)
+While TensorFlow or Keras loads, `skipped()` makes each of them raise ImportError (a None
+entry in sys.modules, which is how Python spells "not importable"); afterwards they import
+as usual, so `t2t-plot-curves` still draws with matplotlib and the JAX backend still finds
+jax. When Keras itself runs on JAX (KERAS_BACKEND=jax), TensorFlow's import loads Keras and
+Keras loads jax and scipy, so both are left alone.
 """
 
 import contextlib

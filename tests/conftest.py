@@ -53,8 +53,8 @@ _split_cpu()
 # run alone at the end. Longest first keeps both processes busy to the end.
 LONGEST_FILES = ["test_distribute.py", "test_faults.py", "test_decoder.py", "test_cli.py",
                  "test_parsing.py", "test_export.py", "test_recipes.py", "test_tree_constraint.py",
-                 "test_translate.py", "test_jax_training.py", "test_training.py",
-                 "test_ensemble.py", "test_model.py", "test_jax_search.py", "test_backends.py"]
+                 "test_jax_search.py", "test_translate.py", "test_jax_training.py",
+                 "test_training.py", "test_ensemble.py", "test_model.py", "test_backends.py"]
 
 
 def pytest_configure(config):

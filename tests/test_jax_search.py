@@ -161,11 +161,11 @@ def _valid_toy_tree(ids, source, target_words):
   return not stack and words == (list(source) if target_words else [6] * len(source))
 
 
-# Slow-marked: CI runs the JAX search under a constraint in process against TensorFlow's
-# (test_jax_beam_search_under_a_mask_constraint_...), this command unconstrained (above), and
-# the word-tree constraint through the parsing recipe's JAX search (tests/test_parsing_gpu.py).
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", ["--decode_trees", "--decode_word_trees"])
+# The word-tree constraint (the parsing recipe's, tests/test_parsing_gpu.py, slow-marked) runs
+# in CI; the XX-slot trees are slow-marked: CI runs the JAX search under a constraint in process
+# against TensorFlow's (test_jax_beam_search_under_a_mask_constraint_...) as well.
+@pytest.mark.parametrize("mode", [pytest.param("--decode_trees", marks=pytest.mark.slow),
+                                  "--decode_word_trees"])
 def test_jax_decoder_under_a_tree_constraint_returns_tensorflows_trees(tmp_path, mode):
   from tests.backend_worker import TREE_SOURCES
   weights = str(tmp_path / "weights.npz")

@@ -37,7 +37,7 @@ def _leaves(tree):
   return [token.rstrip(")") for token in tree.split() if not token.startswith("(")]
 
 
-# Slow-marked (four processes, 55 s alone, 77 s in CI's two-process run). CI covers its parts:
+# Slow-marked (four processes, 62 s alone, 77 s in CI's two-process run). CI covers its parts:
 # the JAX trainer on saved numpy batches without TensorFlow (tests/test_jax_training.py), the
 # JAX search under the word-tree constraint against TensorFlow's (tests/test_jax_search.py),
 # and the TensorFlow parsing pipeline from datagen to EVALB (tests/test_parsing.py).
