@@ -32,23 +32,21 @@ def serialize_pair(source_ids: Sequence[int], target_ids: Sequence[int]) -> byte
                             "targets": list(target_ids) + [EOS_ID]})
 
 
+# Without AutoGraph, which tf.data would run on each trace: no tensor control flow here.
+@tf.autograph.experimental.do_not_convert
 def parse_example(record) -> Dict[str, tf.Tensor]:
   """A serialized record -> {"inputs": int32 [s], "targets": int32 [t]}."""
   parsed = tf.io.parse_single_example(record, FEATURES)
   return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in parsed.items()}
 
 
-# tf.data would convert it with AutoGraph on each trace; it has no tensor control flow.
-_parse_without_autograph = tf.autograph.experimental.do_not_convert(parse_example)
-
-
 def read_records(paths: Sequence[str]) -> tf.data.Dataset:
   """The examples of a split's shards, in file order (shards interleaved when several)."""
   paths = list(paths)
   if len(paths) == 1:
-    return tf.data.TFRecordDataset(paths[0]).map(_parse_without_autograph)
+    return tf.data.TFRecordDataset(paths[0]).map(parse_example)
   return tf.data.TFRecordDataset(paths, num_parallel_reads=min(len(paths), 4)).map(
-      _parse_without_autograph, num_parallel_calls=tf.data.AUTOTUNE)
+      parse_example, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def in_memory_dataset(pairs) -> tf.data.Dataset:

@@ -57,6 +57,7 @@ def bucket_batch_sizes(boundaries: List[int], batch_size: int) -> List[int]:
   return [max(1, batch_size // length) for length in boundaries]
 
 
+@_no_autograph
 def example_length(example):
   """Length that decides the bucket: the longer of source and target."""
   return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
@@ -150,6 +151,7 @@ def pack_dataset(dataset, length: int, window: int = PACK_WINDOW, seed=None):
   return padded.map(pack).unbatch().shuffle(max(1, window // 8), seed=seed)
 
 
+@_no_autograph
 def single_segments(batch):
   """An unpacked batch with the features of a packed one, each row holding one pair.
 
@@ -223,7 +225,7 @@ def evaluation_dataset(dataset, hparams, replicas: int = 1, static_shapes: bool 
   batches = batch_by_length(dataset, hparams, max_length, pad_batch=static_shapes,
                             rows_multiple=replicas)
   if hparams.packed_batches:
-    batches = batches.map(_no_autograph(single_segments))
+    batches = batches.map(single_segments)
   return without_autotuning(batches.prefetch(2))
 
 
@@ -237,4 +239,4 @@ def num_buckets(dataset, hparams) -> int:
 
 
 def _longest(dataset) -> int:
-  return int(dataset.map(_no_autograph(example_length)).reduce(tf.constant(1), tf.maximum))
+  return int(dataset.map(example_length).reduce(tf.constant(1), tf.maximum))
