@@ -11,9 +11,12 @@ them (they are logged by absl before TensorFlow reads it; measured: level 3
 still prints the cudart_stub lines). So the commands import TensorFlow, and
 probe its devices (which is what logs the cuInit line), with file descriptor
 2 pointed at a temporary file, then pass every line that is not one of these
-known messages on to stderr. Python's "triggered tf.function retracing"
-warnings, logged once per function by TensorFlow and again through absl, are
-dropped too: the trainer logs its own traces and compilations.
+known messages on to stderr. Two Python log messages are dropped too:
+TensorFlow's "triggered tf.function retracing" warnings, logged once per function
+by TensorFlow and again through absl (the trainer logs its own traces and
+compilations), and the checkpoint writer's "Sharding callback duration: N
+microseconds", an absl INFO line at every checkpoint saved (the trainer logs
+each save itself).
 
 `--verbosity=1` (or higher) on any command leaves all of it in.
 
@@ -41,6 +44,8 @@ NOISE = re.compile(
     r"|oneDNN custom operations are on|TF-TRT Warning: Could not find TensorRT")
 
 RETRACING = "triggered tf.function retracing"
+SHARDING_CALLBACK = "Sharding callback duration"  # tensorflow/python/checkpoint/functional_saver.py
+PYTHON_NOISE = (RETRACING, SHARDING_CALLBACK)
 
 FIRST_IMPORTS = ("tensorflow", "keras")  # Either loads TensorFlow (Keras's default backend).
 
@@ -133,9 +138,10 @@ class FilteredStderr:
     return False
 
 
-class _DropRetracing(logging.Filter):
+class _DropPythonNoise(logging.Filter):
   def filter(self, record):
-    return RETRACING not in record.getMessage()
+    message = record.getMessage()
+    return not any(noise in message for noise in PYTHON_NOISE)
 
 
 def install(argv=None) -> bool:
@@ -148,8 +154,10 @@ def install(argv=None) -> bool:
   argv = sys.argv if argv is None else argv
   quiet = verbosity_from_argv(argv) < 1
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if quiet else "0")  # 2: C++ INFO, WARNING off
-  if quiet:
-    logging.getLogger("tensorflow").addFilter(_DropRetracing())
+  if quiet:  # A logger's filters see the records logged to it: TensorFlow's and absl's.
+    from absl import logging as absl_logging  # Its own logger class: made by absl, not here.
+    for logger in (logging.getLogger("tensorflow"), absl_logging.get_absl_logger()):
+      logger.addFilter(_DropPythonNoise())
   if (any(name in sys.modules for name in FIRST_IMPORTS)
       or any(isinstance(f, _FirstImportFinder) for f in sys.meta_path)):
     return False

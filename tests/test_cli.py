@@ -205,6 +205,11 @@ def test_kill_minus_9_then_same_command_resumes_on_the_same_step(tmp_path):
   resumed = subprocess.run(args, capture_output=True, text=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"resuming at step {killed_at}" in resumed.stderr
+  # Its events read back and a checkpoint saved every 5 steps, without TensorFlow's lines
+  # about either (a deprecated reader, the saver's sharding time).
+  assert "deprecat" not in resumed.stderr and "Sharding callback" not in resumed.stderr
+  # absl still names the file that logged each line (its logger class is absl's own).
+  assert re.search(r"trainer\.py:\d+\] restored \S+: resuming at step", resumed.stderr)
   first_line = re.search(r"step (\d+)/60 \|", resumed.stderr)
   assert int(first_line.group(1)) == (killed_at // 5 + 1) * 5  # Logging continues after it.
   assert tf.train.latest_checkpoint(out).endswith("ckpt-60")

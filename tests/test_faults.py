@@ -277,6 +277,36 @@ def test_resume_does_not_log_replayed_steps_twice(run_copy):
   assert event_steps(run_copy) == [2, 4, 6, 8]
 
 
+def test_last_logged_step_counts_the_records_a_kill_left_whole(tmp_path):
+  """A kill mid-write leaves an event file cut inside a record: the steps of the whole records
+  before the cut count, those of the cut one do not (the reference: tf.compat.v1's reader)."""
+  import tensorflow as tf
+  for name, steps in (("a", [1, 2, 3]), ("b", [10, 11, 12])):
+    with tf.summary.create_file_writer(str(tmp_path / name)).as_default():
+      for step in steps:
+        tf.summary.scalar("loss", 1.0 / step, step=step)
+  whole = next((tmp_path / "a").iterdir())
+  cut = next((tmp_path / "b").iterdir())
+  cut.write_bytes(cut.read_bytes()[:-7])  # Inside step 12's record (its CRC and some payload).
+  for path in (whole, cut):
+    shutil.move(str(path), str(tmp_path / path.name))
+
+  def reference(path):
+    seen = []
+    try:
+      for event in tf.compat.v1.train.summary_iterator(str(path)):
+        seen += [event.step] if event.summary.value else []
+    except tf.errors.DataLossError:
+      pass
+    return seen
+  assert reference(tmp_path / whole.name) == [1, 2, 3]
+  assert reference(tmp_path / cut.name) == [10, 11]
+  assert resume.last_logged_step(str(tmp_path)) == 11
+  os.remove(tmp_path / cut.name)
+  assert resume.last_logged_step(str(tmp_path)) == 3
+  assert resume.last_logged_step(str(tmp_path / "a")) == -1  # No event file left there.
+
+
 def eval_metrics(output_dir, tag):
   """{step: value} of dev metric `tag` in the run's TensorBoard events."""
   events = scalar_events(os.path.join(output_dir, "eval"), tag)

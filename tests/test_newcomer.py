@@ -111,14 +111,15 @@ def test_verbosity_1_keeps_tensorflows_start_up_lines():
   assert proc.returncode == 2 and "cudart_stub" in proc.stderr, proc.stderr
 
 
-def test_retracing_warnings_are_dropped_once_the_commands_are_loaded():
+def test_retracing_and_sharding_lines_are_dropped_once_the_commands_are_loaded():
   import logging
-  import t2tlite.cli  # noqa: F401 - installs the filter, as every command does.
-  record = logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "5 out of the last 5 "
-                             "calls to <function f> triggered tf.function retracing.", None, None)
-  other = logging.LogRecord("tensorflow", logging.WARNING, __file__, 1, "a real one", None, None)
-  logger = logging.getLogger("tensorflow")
-  assert not logger.filter(record) and logger.filter(other)
+  import t2tlite.cli  # noqa: F401 - installs the filters, as every command does.
+  for name, noise in (("tensorflow", "5 out of the last 5 calls to <function f> triggered "
+                       "tf.function retracing."),
+                      ("absl", "Sharding callback duration: 295 microseconds")):
+    make = lambda text: logging.LogRecord(name, logging.INFO, __file__, 1, text, None, None)  # noqa: E731
+    logger = logging.getLogger(name)
+    assert not logger.filter(make(noise)) and logger.filter(make("a real one"))
 
 
 def test_filtered_stderr_drops_only_the_known_noise(capfd):
