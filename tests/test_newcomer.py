@@ -117,9 +117,10 @@ def test_retracing_and_sharding_lines_are_dropped_once_the_commands_are_loaded()
   for name, noise in (("tensorflow", "5 out of the last 5 calls to <function f> triggered "
                        "tf.function retracing."),
                       ("absl", "Sharding callback duration: 295 microseconds")):
-    make = lambda text: logging.LogRecord(name, logging.INFO, __file__, 1, text, None, None)  # noqa: E731
+    noisy, real = (logging.LogRecord(name, logging.INFO, __file__, 1, text, None, None)
+                   for text in (noise, "a real one"))
     logger = logging.getLogger(name)
-    assert not logger.filter(make(noise)) and logger.filter(make("a real one"))
+    assert not logger.filter(noisy) and logger.filter(real)
 
 
 def test_filtered_stderr_drops_only_the_known_noise(capfd):
