@@ -10,7 +10,7 @@ BLEU (or exact match) against steps.
 
 import glob
 import os
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +28,18 @@ class CurvesError(UserError):
   """A run directory without event files; one line naming it."""
 
 
+def event_files(log_dir: str) -> List[str]:
+  """The event files directly in `log_dir`, oldest first (by modification time)."""
+  return sorted(glob.glob(os.path.join(log_dir, "events.out.tfevents.*")), key=os.path.getmtime)
+
+
+def read_events(path: str) -> Iterator[tf.compat.v1.Event]:
+  """The Event protos of one event file, in order; a record cut short by a kill raises
+  tf.errors.DataLossError after the whole ones before it."""
+  for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+    yield tf.compat.v1.Event.FromString(record)
+
+
 def read_scalars(log_dir: str) -> Dict[str, Curve]:
   """{tag: [(step, value), ...]} from every event file directly in `log_dir`.
 
@@ -36,11 +48,8 @@ def read_scalars(log_dir: str) -> Dict[str, Curve]:
   what the finished run computed.
   """
   values: Dict[str, Dict[int, float]] = {}
-  files = sorted(glob.glob(os.path.join(log_dir, "events.out.tfevents.*")),
-                 key=os.path.getmtime)
-  for path in files:
-    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
-      event = tf.compat.v1.Event.FromString(record)
+  for path in event_files(log_dir):
+    for event in read_events(path):
       for value in event.summary.value:
         if value.HasField("tensor"):
           array = tf.make_ndarray(value.tensor)

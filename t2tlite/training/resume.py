@@ -16,7 +16,6 @@
 - `resolve_checkpoint_path`: what `--checkpoint_path` may name.
 """
 
-import glob
 import os
 import re
 import shutil
@@ -179,12 +178,11 @@ def verify_or_raise(prefix: str, flag: str = "--checkpoint_path") -> None:
 def last_logged_step(directory: str) -> int:
   """The highest step with a summary in the event files of `directory` (-1: none)."""
   import tensorflow as tf
-  from tensorflow.core.util import event_pb2
+  from t2tlite.training import curves  # TensorFlow's: imported only where events are read.
   last = -1
-  for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
-    try:  # Records read as tf.data does (tf.compat.v1's summary_iterator logs a deprecation).
-      for record in tf.data.TFRecordDataset(path):
-        event = event_pb2.Event.FromString(record.numpy())
+  for path in curves.event_files(directory):
+    try:
+      for event in curves.read_events(path):
         if event.summary.value:
           last = max(last, int(event.step))
     except tf.errors.DataLossError:  # Cut short by a kill: what was read counts.
