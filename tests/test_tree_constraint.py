@@ -10,6 +10,7 @@ The same for targets that write words (`target_words`): each word slot holds
 the source's own pieces, checked by `valid_word_tree`.
 """
 
+import collections
 import itertools
 import math
 
@@ -195,15 +196,28 @@ def initial_for_words(c, n_words, max_length):
   return c.initial_state_for_words(tf.constant([n_words]), tf.constant([max_length]))
 
 
-def prefix_states(c, prefixes, initial):
-  """(prefix, the constraint's state after it) for each of a prefix-closed set, shortest
-  first: each state is one update of its parent's, not a replay from the start (the
-  brute-force checks visit thousands of prefixes, one eager update each)."""
-  states = {(): initial}
-  for prefix in sorted(prefixes, key=lambda p: (len(p), p)):
-    if prefix:
-      states[prefix] = c.update(states[prefix[:-1]], tf.constant([prefix[-1]]))
-    yield prefix, states[prefix]
+def prefix_rows(c, prefixes, initial, read):
+  """(prefix, its row of read(state after it)) for each of a prefix-closed set, shortest first.
+
+  Each length's prefixes are one batch, each row one update of its parent's row: the
+  brute-force checks visit thousands of prefixes, so one eager update and one read per
+  length, not per prefix (the constraint treats rows alone: the same masks either way).
+  """
+  by_length = collections.defaultdict(list)
+  for prefix in prefixes:
+    by_length[len(prefix)].append(prefix)
+  assert by_length[0] == [()], "prefixes must be prefix-closed, the empty one included"
+  level, states = [()], initial
+  for length in range(max(by_length) + 1):
+    if length:
+      parent_row = {prefix: row for row, prefix in enumerate(level)}
+      level = sorted(by_length[length])
+      parents = tf.constant([parent_row[prefix[:-1]] for prefix in level])
+      states = c.update(tf.nest.map_structure(lambda t: tf.gather(t, parents), states),
+                        tf.constant([prefix[-1] for prefix in level]))
+    values = tf.nest.map_structure(lambda t: t.numpy(), read(states))
+    for row, prefix in enumerate(level):
+      yield prefix, tf.nest.map_structure(lambda v: v[row], values)
 
 
 CASES = [(1, 2, 8), (2, 2, 10), (2, 3, 9), (3, 2, 11), (2, 2, 5), (3, 3, 6)]  # words, depth, length
@@ -217,8 +231,8 @@ def test_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completion(
   assert all(v.count(6) == n_words for v in valid)
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = constraint(max_depth)
-  for prefix, state in prefix_states(c, prefixes, initial_for_words(c, n_words, max_length)):
-    mask = c.mask(state).numpy()[0]
+  initial = initial_for_words(c, n_words, max_length)
+  for prefix, mask in prefix_rows(c, prefixes, initial, c.mask):
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -250,8 +264,8 @@ def assert_rule_is_brute_force(keep, n_words, max_depth, max_length, **rule):
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   starts = [False, False] + [True] * (len(PIECES) - 2)
   c = TreeConstraint(PIECES, starts, EOS, max_depth, **rule)
-  for prefix, state in prefix_states(c, prefixes, initial_for_words(c, n_words, max_length)):
-    mask = c.mask(state).numpy()[0]
+  initial = initial_for_words(c, n_words, max_length)
+  for prefix, mask in prefix_rows(c, prefixes, initial, c.mask):
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -386,10 +400,9 @@ def test_a_constraint_rebuilt_from_its_json_config_allows_what_it_allows():
   valid = all_valid_trees(2, 3, 7)
   prefixes = {tuple(t[:k]) for t in valid for k in range(len(t) + 1)}
   assert len(prefixes) > 20
-  walks = [prefix_states(x, prefixes, initial_for_words(x, 2, 7)) for x in (c, again)]
-  for (prefix, state), (_, state_again) in zip(*walks):
-    np.testing.assert_array_equal(c.mask(state).numpy(), again.mask(state_again).numpy(),
-                                  str(prefix))
+  walks = [prefix_rows(x, prefixes, initial_for_words(x, 2, 7), x.mask) for x in (c, again)]
+  for (prefix, mask), (_, mask_again) in zip(*walks):
+    np.testing.assert_array_equal(mask, mask_again, str(prefix))
 
 
 def test_a_vocabulary_without_tree_symbols_is_refused():
@@ -444,8 +457,8 @@ def test_word_mask_is_the_brute_force_set_of_tokens_that_start_a_valid_completio
   assert all([i for i in v if i in WORD_IDS] == list(source) for v in valid)
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = word_constraint(max_depth)
-  for prefix, state in prefix_states(c, prefixes, initial_for_source(c, source, max_length)):
-    mask = c.mask(state).numpy()[0]
+  initial = initial_for_source(c, source, max_length)
+  for prefix, mask in prefix_rows(c, prefixes, initial, c.mask):
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -521,8 +534,8 @@ def test_no_unary_repeat_with_words_is_the_brute_force_set_of_trees_without_x_ov
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = word_constraint(max_depth)
   c.no_unary_repeat = True
-  for prefix, state in prefix_states(c, prefixes, initial_for_source(c, source, max_length)):
-    mask = c.mask(state).numpy()[0]
+  initial = initial_for_source(c, source, max_length)
+  for prefix, mask in prefix_rows(c, prefixes, initial, c.mask):
     assert set(np.flatnonzero(mask)) == allowed_after(prefix, valid), prefix
 
 
@@ -531,9 +544,9 @@ def test_candidates_list_each_allowed_token_once_in_ascending_order(source, max_
   valid = set(all_valid_trees(0, max_depth, max_length, source=source))
   prefixes = {v[:k] for v in valid for k in range(len(v) + 1)}
   c = word_constraint(max_depth)
-  for prefix, state in prefix_states(c, prefixes, initial_for_source(c, source, max_length)):
-    ids, allowed = c.candidates(state)
-    ids, allowed = list(ids.numpy()[0]), list(allowed.numpy()[0])
+  initial = initial_for_source(c, source, max_length)
+  for prefix, (ids, allowed) in prefix_rows(c, prefixes, initial, c.candidates):
+    ids, allowed = list(ids), list(allowed)
     assert ids == sorted(ids), prefix  # Ties then break as over the whole vocabulary.
     listed = [i for i, a in zip(ids, allowed) if a]
     assert sorted(listed) == sorted(allowed_after(prefix, valid)), prefix
