@@ -119,13 +119,13 @@ def problem(name: str):
 
 def hparams(name: str):
   """Returns a fresh HParams from the registered set function."""
-  load_all()
+  _load_sets_and_models()
   return HPARAMS.get(name)()
 
 
 def model(name: str):
   """Returns the registered model class."""
-  load_all()
+  _load_sets_and_models()
   return MODELS.get(name)
 
 
@@ -139,8 +139,7 @@ def load_all() -> None:
   hparams sets and models still do, and `problem()` says why it has none.
   """
   global _problems_unavailable
-  for module in ("t2tlite.hparams", "t2tlite.models"):
-    importlib.import_module(module)
+  _load_sets_and_models()
   if "t2tlite.problems" in sys.modules:
     return
   try:
@@ -149,6 +148,13 @@ def load_all() -> None:
     if e.name != "tensorflow" and "tensorflow" not in str(e):
       raise
     _problems_unavailable = str(e)
+
+
+def _load_sets_and_models() -> None:
+  """Imports the hparams sets and models alone: a set or a model looked up by name needs no
+  problem, and the problems load TensorFlow (seconds), which a JAX process never calls."""
+  for module in ("t2tlite.hparams", "t2tlite.models"):
+    importlib.import_module(module)
 
 
 def import_usr_dir(usr_dir: Optional[str]) -> None:

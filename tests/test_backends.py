@@ -21,10 +21,13 @@ needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
 
 
 @needs_jax
-def test_the_core_imports_no_tensorflow_under_jax():
+def test_the_core_and_the_lookup_of_sets_and_models_import_no_tensorflow_under_jax():
+  """The problems load TensorFlow; a set or model looked up by name must not load them."""
   code = ("import sys\n"
           + "".join(f"import {m}\n" for m in CORE_MODULES)
           + "import keras\n"
+          + "from t2tlite import registry\n"
+          + "registry.hparams('transformer_tiny'), registry.model('transformer')\n"
           + "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow')\n"
           + "print(keras.config.backend(), len(loaded), loaded[:3])\n")
   assert backend_python("jax", code=code).split()[:2] == ["jax", "0"]
