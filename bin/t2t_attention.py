@@ -43,7 +43,7 @@ flags.DEFINE_bool("overwrite", False, "Replace the files of an earlier t2t-atten
 
 
 def main(argv):
-  cli.load_registry_or_exit()
+  cli.handle_registry_flags()
   from t2tlite.training import run_dir, run_identity
   from t2tlite.visualization import report, weights
 

@@ -50,7 +50,7 @@ flags.DEFINE_integer("numpy_devices", 1, "With --numpy_batches: devices the trai
 
 
 def main(argv):
-  cli.load_registry_or_exit()
+  cli.handle_registry_flags()
   problem = registry.problem(cli.require("problem"))
   problem.configure(FLAGS.problem_options)
   data_dir = cli.require("data_dir")

@@ -58,7 +58,7 @@ flags.DEFINE_string("export_dir", None, "With --decode_interactive: decode with 
 
 
 def main(argv):
-  cli.load_registry_or_exit()
+  cli.handle_registry_flags()
   if FLAGS.decode_interactive:
     return _interactive()
   if FLAGS.export_dir:

@@ -35,7 +35,7 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing version.")
 
 
 def main(argv):
-  cli.load_registry_or_exit()
+  cli.handle_registry_flags()
   from t2tlite.decoding import export
   from t2tlite.decoding.loading import load_pipeline, split_runs
   from t2tlite.training import checkpoint_manifest, run_dir

@@ -49,7 +49,7 @@ _TF_DEVICE_FLAGS = ("num_gpus", "gpu_ids", "cpu_devices", "worker_hosts", "task_
 def main(argv):
   # Before anything imports keras: it reads KERAS_BACKEND once, at its first import.
   backend = backends.select(FLAGS.backend)
-  cli.load_registry_or_exit()
+  cli.handle_registry_flags()
   hparams = registry.hparams(cli.require("hparams_set")).override(FLAGS.hparams)
   if FLAGS.describe:
     return describe(hparams)

@@ -62,10 +62,12 @@ def read_flag_file(flag_name: str, path: str):
     raise UsageError(f"--{flag_name}={path}: {e.strerror}") from None
 
 
-def load_registry_or_exit():
-  """Imports --t2t_usr_dir and fills the registries; prints them for --registry_help."""
+def handle_registry_flags():
+  """Imports --t2t_usr_dir; prints the registries for --registry_help (or the hparams for
+  --hparams_help) and exits. Each registry fills when first asked (registry.problem loads the
+  problems, and TensorFlow with them), so a mistake in the flags checked before is reported
+  in a fraction of a second."""
   registry.import_usr_dir(FLAGS.t2t_usr_dir)
-  registry.load_all()
   if FLAGS.registry_help:
     print(describe.registry_help())
     sys.exit(0)

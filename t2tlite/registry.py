@@ -119,13 +119,13 @@ def problem(name: str):
 
 def hparams(name: str):
   """Returns a fresh HParams from the registered set function."""
-  _load_sets_and_models()
+  _load("t2tlite.hparams")
   return HPARAMS.get(name)()
 
 
 def model(name: str):
   """Returns the registered model class."""
-  _load_sets_and_models()
+  _load("t2tlite.hparams", "t2tlite.models")
   return MODELS.get(name)
 
 
@@ -139,7 +139,7 @@ def load_all() -> None:
   hparams sets and models still do, and `problem()` says why it has none.
   """
   global _problems_unavailable
-  _load_sets_and_models()
+  _load("t2tlite.hparams", "t2tlite.models")
   if "t2tlite.problems" in sys.modules:
     return
   try:
@@ -150,10 +150,11 @@ def load_all() -> None:
     _problems_unavailable = str(e)
 
 
-def _load_sets_and_models() -> None:
-  """Imports the hparams sets and models alone: a set or a model looked up by name needs no
-  problem, and the problems load TensorFlow (seconds), which a JAX process never calls."""
-  for module in ("t2tlite.hparams", "t2tlite.models"):
+def _load(*modules: str) -> None:
+  """Imports what a lookup needs and no more: the problems load TensorFlow and the models
+  Keras (seconds each), which a set looked up by name (a flag checked, a JAX process) never
+  calls."""
+  for module in modules:
     importlib.import_module(module)
 
 

@@ -128,13 +128,24 @@ def command(name):
   return [path] if path else [sys.executable, "-m", module]
 
 
-def run(name, *args, check=True, timeout=600):
+def run(name, *args, check=True, timeout=600, env=None):
   """Runs command `name` with `args`; raises with its stderr if it fails and `check`."""
   proc = subprocess.run(command(name) + list(args), capture_output=True, text=True,
-                        timeout=timeout, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                        timeout=timeout,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
   if check and proc.returncode != 0:
     raise AssertionError(f"{name} {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
   return proc
+
+
+# Python's log of every module imported, with its time, on stderr (`python -X importtime`):
+# run(..., env=IMPORT_LOG), then tensorflow_imported(proc) says whether TensorFlow loaded.
+IMPORT_LOG = {"PYTHONPROFILEIMPORTTIME": "1"}
+
+
+def tensorflow_imported(proc) -> bool:
+  """Whether a command run with IMPORT_LOG imported TensorFlow (its lines name each module)."""
+  return re.search(r"^import time: .*\|\s*tensorflow$", proc.stderr, re.M) is not None
 
 
 def one_line_error(proc, *fragments):

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import (TINY, closed_form_params, command, greedy_by_recomputation,
-                           one_line_error, registry_sections, run)
+from tests.helpers import (IMPORT_LOG, TINY, closed_form_params, command, greedy_by_recomputation,
+                           one_line_error, registry_sections, run, tensorflow_imported)
 
 
 @pytest.mark.slow
@@ -246,17 +246,21 @@ def greedy_decodes(output_dir, lines, extra_length):
       [model], encoders["inputs"].encode(line), extra_length)[0]) for line in lines]
 
 
-@pytest.mark.parametrize("args,fragments", [
-    (["--hparams_set=transformer_bse", "--describe"], ["did you mean transformer_base"]),
+@pytest.mark.parametrize("args,fragments,loads_tensorflow", [
+    (["--hparams_set=transformer_bse", "--describe"], ["did you mean transformer_base"], False),
     (["--hparams_set=transformer_base", "--hparams=num_heads=x", "--describe"],
-     ["--hparams", "num_heads='x' is not a valid int"]),
+     ["--hparams", "num_heads='x' is not a valid int"], False),
     (["--hparams_set=transformer_tiny", "--problem=algorithmic_reverse"],
-     ["--output_dir is required"]),
+     ["--output_dir is required"], False),
+    # The problems are registered as they load, and they load TensorFlow.
     (["--hparams_set=transformer_tiny", "--problem=nope", "--output_dir=/tmp/x"],
-     ["unknown problem 'nope'"]),
+     ["unknown problem 'nope'"], True),
 ])
-def test_trainer_user_errors_are_one_line(args, fragments):
-  one_line_error(run("t2t-trainer", *args, check=False), *fragments)
+def test_trainer_user_errors_are_one_line(args, fragments, loads_tensorflow):
+  """Each is one line; a mistake in the sets, hparams or flags, before TensorFlow loads."""
+  proc = run("t2t-trainer", *args, check=False, env=IMPORT_LOG)
+  one_line_error(proc, *fragments)
+  assert tensorflow_imported(proc) == loads_tensorflow
 
 
 def test_decoder_without_a_run_is_a_one_line_error(tmp_path):

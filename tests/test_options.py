@@ -8,7 +8,7 @@ from absl import flags
 from t2tlite.errors import UserError
 from t2tlite.training import options as options_lib
 from t2tlite.training.options import TrainOptions, TrainOptionsError
-from tests.helpers import one_line_error, run
+from tests.helpers import IMPORT_LOG, one_line_error, run, tensorflow_imported
 
 
 def _flags(*argv):
@@ -44,8 +44,10 @@ def test_each_range_is_checked_for_library_callers_too(name, low):
 
 def test_trainer_refuses_a_bad_option_in_one_line_before_tensorflow(tmp_path):
   proc = run("t2t-trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-             f"--output_dir={tmp_path / 'run'}", "--average_last_n=-1", check=False)
+             f"--output_dir={tmp_path / 'run'}", "--average_last_n=-1", check=False,
+             env=IMPORT_LOG)
   one_line_error(proc, "--average_last_n=-1", ">= 0")
+  assert not tensorflow_imported(proc)
   assert not (tmp_path / "run").exists()
 
 
