@@ -132,7 +132,7 @@ def run(name, *args, check=True, timeout=600, env=None):
   """Runs command `name` with `args`; raises with its stderr if it fails and `check`."""
   proc = subprocess.run(command(name) + list(args), capture_output=True, text=True,
                         timeout=timeout,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})})
   if check and proc.returncode != 0:
     raise AssertionError(f"{name} {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
   return proc
