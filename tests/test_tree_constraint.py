@@ -213,7 +213,7 @@ def prefix_rows(c, prefixes, initial, read):
       parent_row = {prefix: row for row, prefix in enumerate(level)}
       level = sorted(by_length[length])
       parents = tf.constant([parent_row[prefix[:-1]] for prefix in level])
-      states = c.update(tf.nest.map_structure(lambda t: tf.gather(t, parents), states),
+      states = c.update(search.gather_rows(states, parents),
                         tf.constant([prefix[-1] for prefix in level]))
     values = tf.nest.map_structure(lambda t: t.numpy(), read(states))
     for row, prefix in enumerate(level):
