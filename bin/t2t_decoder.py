@@ -63,13 +63,19 @@ def main(argv):
     return _interactive()
   if FLAGS.export_dir:
     raise cli.UsageError("--export_dir decodes only with --decode_interactive")
-  from t2tlite.decoding.loading import load_pipeline
+  from t2tlite.decoding.loading import check_runs, load_pipeline
 
-  output_dir = cli.require("output_dir")
-  problem = registry.problem(cli.require("problem"))
-  sources, references, target = _inputs(problem, output_dir)
-  if target != "-" and os.path.exists(target) and not FLAGS.overwrite:
-    raise cli.UsageError(f"--decode_to_file={target} exists; pass --overwrite to replace it")
+  output_dir, problem_name = cli.require("output_dir"), cli.require("problem")
+  runs = check_runs(output_dir, FLAGS.checkpoint_path, FLAGS.hparams_set)  # Before TensorFlow.
+  target = _target(output_dir, len(runs))
+  _refuse_to_overwrite(target)
+  sources, references = _file_inputs()
+  problem = registry.problem(problem_name)
+  if not target:
+    target = os.path.join(output_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
+    _refuse_to_overwrite(target)
+  if sources is None:
+    sources, references = problem.eval_text(FLAGS.decode_split, FLAGS.data_dir)
   pipeline, checkpoint = load_pipeline(output_dir, problem, FLAGS.data_dir, FLAGS.decode_hparams,
                                        FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
   logging.info("decoding %d lines with %s (%s)", len(sources), checkpoint, pipeline.hparams)
@@ -108,10 +114,12 @@ def _interactive():
   if FLAGS.export_dir:
     translate = interactive.export_translator(FLAGS.export_dir)
   else:
-    from t2tlite.decoding.loading import load_pipeline
+    from t2tlite.decoding.loading import check_runs, load_pipeline
+    output_dir, problem_name = cli.require("output_dir"), cli.require("problem")
+    check_runs(output_dir, FLAGS.checkpoint_path, FLAGS.hparams_set)  # Before TensorFlow.
     pipeline, checkpoint = load_pipeline(
-        cli.require("output_dir"), registry.problem(cli.require("problem")), FLAGS.data_dir,
-        FLAGS.decode_hparams, FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
+        output_dir, registry.problem(problem_name), FLAGS.data_dir, FLAGS.decode_hparams,
+        FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
     logging.info("decoding standard input with %s (%s)", checkpoint, pipeline.hparams)
     translate = interactive.pipeline_translator(pipeline)
   interactive.serve_lines(sys.stdin.buffer, sys.stdout, translate, _line_error)
@@ -121,31 +129,39 @@ def _line_error(message):
   print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr, flush=True)
 
 
-def _inputs(problem, output_dir):
-  """(source lines, reference lines or None, output path)."""
+def _target(output_dir, run_count):
+  """Where the decodes go ('-': standard output); None: the run's file for --decode_split,
+  named after the problem (an alias's canonical name is known once the problem loads)."""
+  if FLAGS.decode_from_file == "-":
+    return FLAGS.decode_to_file or "-"
+  if FLAGS.decode_from_file:
+    return FLAGS.decode_to_file or f"{FLAGS.decode_from_file}.decodes"
+  if not FLAGS.decode_to_file and run_count > 1:  # No run's directory is the ensemble's.
+    raise cli.UsageError(f"--output_dir={output_dir} names several runs: pass --decode_to_file")
+  return FLAGS.decode_to_file
+
+
+def _refuse_to_overwrite(target):
+  if target and target != "-" and os.path.exists(target) and not FLAGS.overwrite:
+    raise cli.UsageError(f"--decode_to_file={target} exists; pass --overwrite to replace it")
+
+
+def _file_inputs():
+  """(source lines, reference lines or None) of --decode_from_file; (None, None) without it
+  (the problem's --decode_split is decoded)."""
+  if not FLAGS.decode_from_file:
+    return None, None
   if FLAGS.decode_from_file == "-":
     sources = sys.stdin.read().splitlines()
-    references = (cli.read_flag_file("decode_reference", FLAGS.decode_reference)
-                  if FLAGS.decode_reference else None)
-    return sources, references, FLAGS.decode_to_file or "-"
-  if FLAGS.decode_from_file:
+  else:
     sources = cli.read_flag_file("decode_from_file", FLAGS.decode_from_file)
-    references = None
-    if FLAGS.decode_reference:
-      references = cli.read_flag_file("decode_reference", FLAGS.decode_reference)
-      if len(references) != len(sources):
-        raise cli.UsageError(
-            f"--decode_reference={FLAGS.decode_reference} has {len(references)} lines but "
-            f"--decode_from_file={FLAGS.decode_from_file} has {len(sources)}")
-    target = FLAGS.decode_to_file or f"{FLAGS.decode_from_file}.decodes"
-    return sources, references, target
-  sources, references = problem.eval_text(FLAGS.decode_split, FLAGS.data_dir)
-  from t2tlite.decoding.loading import split_runs
-  if not FLAGS.decode_to_file and len(split_runs(output_dir)) > 1:  # No run's is the ensemble's.
-    raise cli.UsageError(f"--output_dir={output_dir} names several runs: pass --decode_to_file")
-  target = FLAGS.decode_to_file or os.path.join(
-      output_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
-  return sources, references, target
+  references = (cli.read_flag_file("decode_reference", FLAGS.decode_reference)
+                if FLAGS.decode_reference else None)
+  if references is not None and FLAGS.decode_from_file != "-" and len(references) != len(sources):
+    raise cli.UsageError(
+        f"--decode_reference={FLAGS.decode_reference} has {len(references)} lines but "
+        f"--decode_from_file={FLAGS.decode_from_file} has {len(sources)}")
+  return sources, references
 
 
 def _write_lines(path, lines):

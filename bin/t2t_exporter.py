@@ -36,34 +36,36 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing version.")
 
 def main(argv):
   cli.handle_registry_flags()
-  from t2tlite.decoding import export
-  from t2tlite.decoding.loading import load_pipeline, split_runs
+  from t2tlite.decoding import export_layout
+  from t2tlite.decoding.loading import check_runs, split_runs
   from t2tlite.training import checkpoint_manifest, run_dir
 
   output_dir = cli.require("output_dir")
   if len(split_runs(output_dir)) > 1:  # t2t-decoder decodes several as an ensemble; export one.
     raise cli.UsageError(f"--output_dir={output_dir}: t2t-exporter exports one run "
                          "(t2t-decoder decodes several, comma-separated, as an ensemble)")
+  # Every check that needs no model comes before TensorFlow loads.
+  ((_, named),) = check_runs(output_dir, FLAGS.checkpoint_path, FLAGS.hparams_set)
   problem_name = FLAGS.problem or run_dir.load_run_info(output_dir).get("problem")
   if not problem_name:
-    run_dir.load_hparams(output_dir)  # A directory that is no run: say that first.
     raise cli.UsageError("--problem is required (the run does not record its problem)")
-  problem = registry.problem(problem_name)
   export_dir = FLAGS.export_dir or os.path.join(output_dir, "export")
-  export.check_export_dir(export_dir)  # Before minutes of loading, not after.
+  export_layout.check_export_dir(export_dir)
   if FLAGS.version is not None and FLAGS.version < 0:
     raise cli.UsageError(f"--version={FLAGS.version} must be >= 0")
-  if FLAGS.checkpoint_path and not FLAGS.overwrite:  # Refuse before loading anything.
-    from t2tlite.training import resume
-    named = resume.resolve_checkpoint_path(FLAGS.checkpoint_path)
-    version = (FLAGS.version if FLAGS.version is not None else export.export_version(
+  if named and not FLAGS.overwrite:
+    version = (FLAGS.version if FLAGS.version is not None else export_layout.export_version(
         named, output_dir, checkpoint_manifest.step_of(named)))
-    export.check_free(export_dir, version)
+    export_layout.check_free(export_dir, version)
+  from t2tlite.decoding import export
+  from t2tlite.decoding.loading import load_pipeline
+
+  problem = registry.problem(problem_name)
   pipeline, checkpoint = load_pipeline(output_dir, problem, FLAGS.data_dir, FLAGS.decode_hparams,
                                        FLAGS.checkpoint_path, FLAGS.hparams, FLAGS.hparams_set)
   step = checkpoint_manifest.step_of(checkpoint)
   version = (FLAGS.version if FLAGS.version is not None
-             else export.export_version(checkpoint, output_dir, step))
+             else export_layout.export_version(checkpoint, output_dir, step))
   logging.info("exporting %s (step %d) as version %d with %s", checkpoint, step, version,
                pipeline.hparams)
   path = export.export(pipeline, checkpoint, export_dir, version, overwrite=FLAGS.overwrite,

@@ -265,6 +265,8 @@ def test_trainer_user_errors_are_one_line(args, fragments, loads_tensorflow):
   assert tensorflow_imported(proc) == loads_tensorflow
 
 
-def test_decoder_without_a_run_is_a_one_line_error(tmp_path):
-  one_line_error(run("t2t-decoder", "--problem=algorithmic_reverse",
-                     f"--output_dir={tmp_path}", check=False), "no hparams.json")
+def test_decoder_without_a_run_is_a_one_line_error_before_tensorflow(tmp_path):
+  proc = run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={tmp_path}",
+             check=False, env=IMPORT_LOG)
+  one_line_error(proc, "no hparams.json")
+  assert not tensorflow_imported(proc)

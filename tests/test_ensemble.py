@@ -9,7 +9,8 @@ from t2tlite.decoding.decode_hparams import DecodeHParams
 from t2tlite.decoding.decoder import Decoder
 from t2tlite.decoding.ensemble import Ensemble
 from t2tlite.models.transformer import Transformer
-from tests.helpers import greedy_by_recomputation, one_line_error, run, tiny_hparams
+from tests.helpers import (IMPORT_LOG, greedy_by_recomputation, one_line_error, run,
+                           tensorflow_imported, tiny_hparams)
 
 
 EARLY_STEPS = slice(1, 4, 2)  # The tiny run's checkpoints at steps 40 and 80.
@@ -109,16 +110,20 @@ def test_decoder_command_decodes_two_checkpoints_as_their_mixture(tiny_run, tmp_
 
 
 def test_ensemble_flags_refuse_what_they_cannot_do(tiny_run, tmp_path):
+  """Each refusal is one line, found before TensorFlow loads (none needs a model)."""
   out = tiny_run.output_dir
   args = ["--problem=algorithmic_reverse", f"--output_dir={out},{out}"]
   sources = tmp_path / "sources"
   sources.write_text("3 4 5\n")
-  one_line_error(run("t2t-decoder", *args, f"--checkpoint_path={out}/ckpt-200",
-                     f"--decode_from_file={sources}", f"--decode_to_file={tmp_path}/x",
-                     check=False), "--checkpoint_path names 1 checkpoint(s) for 2 run(s)")
-  one_line_error(run("t2t-decoder", *args, check=False), "names several runs",
-                 "--decode_to_file")
-  one_line_error(run("t2t-exporter", *args, check=False), "exports one run")
-  one_line_error(run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={out},",
-                     f"--decode_from_file={sources}", f"--decode_to_file={tmp_path}/x",
-                     check=False), "an empty run directory in the list")
+  for command, flags, fragments in (
+      ("t2t-decoder", [*args, f"--checkpoint_path={out}/ckpt-200", f"--decode_from_file={sources}",
+                       f"--decode_to_file={tmp_path}/x"],
+       ["--checkpoint_path names 1 checkpoint(s) for 2 run(s)"]),
+      ("t2t-decoder", args, ["names several runs", "--decode_to_file"]),
+      ("t2t-exporter", args, ["exports one run"]),
+      ("t2t-decoder", ["--problem=algorithmic_reverse", f"--output_dir={out},",
+                       f"--decode_from_file={sources}", f"--decode_to_file={tmp_path}/x"],
+       ["an empty run directory in the list"])):
+    proc = run(command, *flags, check=False, env=IMPORT_LOG)
+    one_line_error(proc, *fragments)
+    assert not tensorflow_imported(proc), (command, flags)

@@ -16,7 +16,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.helpers import SHARED, TINY_SHAPE, command, one_line_error, run
+from tests.helpers import (IMPORT_LOG, SHARED, TINY_SHAPE, command, one_line_error, run,
+                           tensorflow_imported)
 
 MULTI30K = os.path.join(SHARED, "data", "multi30k")
 needs_data = pytest.mark.skipif(not os.path.isdir(MULTI30K), reason="../shared/data not found")
@@ -206,8 +207,9 @@ def test_versions_are_unique_and_never_overwritten_unasked(tiny_export):
           f"--checkpoint_path={averaged}"]
   average = run("t2t-exporter", *args).stdout.strip()
   assert (plain, average) == (f"{export_dir}/{10 * step}", f"{export_dir}/{10 * step + 1}")
-  again = run("t2t-exporter", *args, check=False)
+  again = run("t2t-exporter", *args, check=False, env=IMPORT_LOG)
   one_line_error(again, average, "--overwrite")
+  assert not tensorflow_imported(again)  # Refused before anything loads.
   marker = os.path.join(average, "assets.extra", "t2tlite_export.json")
   os.utime(marker, (0, 0))
   run("t2t-exporter", *args, "--overwrite")
@@ -216,30 +218,32 @@ def test_versions_are_unique_and_never_overwritten_unasked(tiny_export):
 
 
 def test_bad_input_is_one_line_naming_the_path(tiny_export, tmp_path):
+  """Each mistake is one line naming the path; all but the damaged checkpoint (which only
+  loading finds) before TensorFlow loads."""
   tiny = tiny_export["run"]
   args = ["--problem=algorithmic_reverse"]
-  missing = run("t2t-exporter", *args, f"--output_dir={tiny.output_dir}",
-                f"--checkpoint_path={tiny.output_dir}/ckpt-999", f"--export_dir={tmp_path}/e",
-                check=False)
-  one_line_error(missing, f"{tiny.output_dir}/ckpt-999")
+
+  def refused(flags, *fragments, loads_tensorflow=False):
+    proc = run("t2t-exporter", *args, *flags, check=False, env=IMPORT_LOG)
+    one_line_error(proc, *fragments)
+    assert tensorflow_imported(proc) == loads_tensorflow, flags
+
+  refused([f"--output_dir={tiny.output_dir}", f"--checkpoint_path={tiny.output_dir}/ckpt-999",
+           f"--export_dir={tmp_path}/e"], f"{tiny.output_dir}/ckpt-999")
   damaged = str(tmp_path / "damaged")
   shutil.copytree(tiny.output_dir, damaged)
   data = [f for f in os.listdir(damaged) if f.startswith("ckpt-200.data")][0]
   with open(os.path.join(damaged, data), "r+b") as f:
     f.seek(100)
     f.write(b"\xff" * 64)
-  corrupt = run("t2t-exporter", *args, f"--output_dir={damaged}",
-                f"--checkpoint_path={damaged}/ckpt-200", check=False)
-  one_line_error(corrupt, f"{damaged}/ckpt-200")
+  refused([f"--output_dir={damaged}", f"--checkpoint_path={damaged}/ckpt-200"],
+          f"{damaged}/ckpt-200", loads_tensorflow=True)
   a_file = tmp_path / "a_file"
   a_file.write_text("not a directory\n")
-  is_file = run("t2t-exporter", *args, f"--output_dir={tiny.output_dir}",
-                f"--export_dir={a_file}", check=False)
-  one_line_error(is_file, str(a_file))
+  refused([f"--output_dir={tiny.output_dir}", f"--export_dir={a_file}"], str(a_file))
   assert a_file.read_text() == "not a directory\n"
   (tmp_path / "empty").mkdir()
-  no_run = run("t2t-exporter", *args, f"--output_dir={tmp_path}/empty", check=False)
-  one_line_error(no_run, f"{tmp_path}/empty", "hparams.json")
+  refused([f"--output_dir={tmp_path}/empty"], f"{tmp_path}/empty", "hparams.json")
 
 
 def _interactive(args, lines):

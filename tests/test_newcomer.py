@@ -94,25 +94,29 @@ def test_help_as_a_module_lists_the_shared_flags_too():
     assert f"--{name}:" in out, proc.stdout
 
 
-def _decode_a_directory_that_is_no_run(folder, *flags):
-  """The decoder loads the problem (and TensorFlow with it), then finds no run in `folder`."""
+def _decode_a_run_of_another_problem(folder, *flags):
+  """The decoder loads the problem (and TensorFlow with it), then finds the run in `folder`
+  trained on another (a missing run is found before TensorFlow: test_cli.py)."""
+  registry.hparams("transformer_tiny").save(os.path.join(folder, "hparams.json"))
+  with open(os.path.join(folder, "run.json"), "w") as f:
+    json.dump({"problem": "algorithmic_copy"}, f)
   return _run([sys.executable, "-m", "t2tlite.bin.t2t_decoder", "--problem=algorithmic_reverse",
                f"--output_dir={folder}", *flags], env={"TF_CPP_MIN_LOG_LEVEL": ""})
 
 
 def test_a_quick_error_after_tensorflow_loads_is_one_line_without_noise(tmp_path):
-  proc = _decode_a_directory_that_is_no_run(tmp_path)
+  proc = _decode_a_run_of_another_problem(tmp_path)
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines() == [
-      f"t2t_decoder.py: error: --output_dir={tmp_path}: no hparams.json; is it a t2t-trainer "
-      "output?"], proc.stderr
+      f"t2t_decoder.py: error: --problem=algorithmic_reverse but --output_dir={tmp_path} was "
+      "trained on algorithmic_copy"], proc.stderr
 
 
 def test_verbosity_1_keeps_tensorflows_start_up_lines(tmp_path):
   # Also the proof that the command above loads TensorFlow before its error.
   if xla_choice.accelerator():
     pytest.skip("with a GPU TensorFlow does not print the no-CUDA lines")
-  proc = _decode_a_directory_that_is_no_run(tmp_path, "--verbosity=1")
+  proc = _decode_a_run_of_another_problem(tmp_path, "--verbosity=1")
   assert proc.returncode == 2 and "cudart_stub" in proc.stderr, proc.stderr
 
 
