@@ -26,6 +26,19 @@ def test_scalars_round_trip_and_a_resumed_run_overrides_old_steps(tmp_path):
   np.testing.assert_allclose(scalars["learning_rate"][0][1], 1e-4, rtol=1e-6)
 
 
+def test_an_event_file_cut_by_a_kill_reads_up_to_the_cut(tmp_path):
+  from t2tlite.training import resume
+  _write(tmp_path, [(step, {"loss": 10.0 / step}) for step in (100, 200, 300)])
+  path = next(tmp_path.glob("events.*"))
+  whole = path.read_bytes()
+  path.write_bytes(whole[:-5])  # The last record (step 300) cut inside, as a kill leaves it.
+  assert curves.read_scalars(str(tmp_path))["loss"] == [(100, pytest.approx(0.1)),
+                                                         (200, pytest.approx(0.05))]
+  assert resume.last_logged_step(str(tmp_path)) == 200
+  path.write_bytes(whole)  # The same file whole: the cut was all that was missing.
+  assert curves.read_scalars(str(tmp_path))["loss"][-1][0] == 300
+
+
 def test_plot_draws_the_panels_the_runs_have(tmp_path):
   from matplotlib import image
   run = tmp_path / "run"

@@ -10,10 +10,12 @@ BLEU (or exact match) against steps.
 
 import glob
 import os
+import re
 from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from t2tlite.errors import UserError
 
@@ -34,10 +36,19 @@ def event_files(log_dir: str) -> List[str]:
 
 
 def read_events(path: str) -> Iterator[tf.compat.v1.Event]:
-  """The Event protos of one event file, in order; a record cut short by a kill raises
-  tf.errors.DataLossError after the whole ones before it."""
-  for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
-    yield tf.compat.v1.Event.FromString(record)
+  """The Event protos of one event file, in order, up to a record cut short or damaged.
+
+  A run killed while its writer flushed leaves its last record cut short; TFRecord framing
+  cannot be trusted past it, so the whole records before it are what the file holds (a
+  warning names the file). Curves, plots and the resume's last logged step all read that.
+  """
+  try:
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+      yield tf.compat.v1.Event.FromString(record)
+  except tf.errors.DataLossError as e:
+    why = re.sub(r"\{\{.*?\}\}\s*", "", str(e)).strip().splitlines()[0][:200]  # Not TF's op name.
+    logging.warning("%s: a record cut short or damaged (%s); the events before it are read, "
+                    "none after", path, why)
 
 
 def read_scalars(log_dir: str) -> Dict[str, Curve]:

@@ -177,16 +177,12 @@ def verify_or_raise(prefix: str, flag: str = "--checkpoint_path") -> None:
 
 def last_logged_step(directory: str) -> int:
   """The highest step with a summary in the event files of `directory` (-1: none)."""
-  import tensorflow as tf
   from t2tlite.training import curves  # TensorFlow's: imported only where events are read.
   last = -1
   for path in curves.event_files(directory):
-    try:
-      for event in curves.read_events(path):
-        if event.summary.value:
-          last = max(last, int(event.step))
-    except tf.errors.DataLossError:  # Cut short by a kill: what was read counts.
-      continue
+    for event in curves.read_events(path):  # Cut short by a kill: what was read counts.
+      if event.summary.value:
+        last = max(last, int(event.step))
   return last
 
 
