@@ -51,9 +51,14 @@ flags.DEFINE_integer("numpy_devices", 1, "With --numpy_batches: devices the trai
 
 def main(argv):
   cli.handle_registry_flags()
-  problem = registry.problem(cli.require("problem"))
+  problem_name, data_dir = cli.require("problem"), cli.require("data_dir")
+  if FLAGS.numpy_batches:  # Checked before the problem (and TensorFlow) loads.
+    hparams = registry.hparams(cli.require("hparams_set")).override(FLAGS.hparams)
+    if FLAGS.numpy_steps < 1 or FLAGS.numpy_devices < 1:
+      raise cli.UsageError(f"--numpy_steps={FLAGS.numpy_steps} and --numpy_devices="
+                           f"{FLAGS.numpy_devices} must be >= 1")
+  problem = registry.problem(problem_name)
   problem.configure(FLAGS.problem_options)
-  data_dir = cli.require("data_dir")
   from t2tlite import files
   from t2tlite.data import shard_manifest
   if FLAGS.verify:
@@ -65,11 +70,6 @@ def main(argv):
     return
   for path in files.remove_incomplete(data_dir):  # Left by a killed run.
     logging.info("removed %s, left by an interrupted run", path)
-  if FLAGS.numpy_batches:  # Checked before the (long) generation.
-    hparams = registry.hparams(cli.require("hparams_set")).override(FLAGS.hparams)
-    if FLAGS.numpy_steps < 1 or FLAGS.numpy_devices < 1:
-      raise cli.UsageError(f"--numpy_steps={FLAGS.numpy_steps} and --numpy_devices="
-                           f"{FLAGS.numpy_devices} must be >= 1")
   problem.generate_data(data_dir, FLAGS.tmp_dir)
   logging.info("%s: data in %s", problem.name, data_dir)
   if FLAGS.numpy_batches:

@@ -265,6 +265,23 @@ def test_trainer_user_errors_are_one_line(args, fragments, loads_tensorflow):
   assert tensorflow_imported(proc) == loads_tensorflow
 
 
+@pytest.mark.parametrize("args,fragment", [
+    ([], "--data_dir is required"),
+    (["--data_dir=DATA", "--numpy_batches=BATCHES", "--hparams_set=transformer_tiny",
+      "--numpy_steps=0"], "--numpy_steps=0 and --numpy_devices=1 must be >= 1"),
+    (["--data_dir=DATA", "--numpy_batches=BATCHES", "--hparams_set=transformer_tny"],
+     "did you mean transformer_tiny"),
+])
+def test_datagen_flag_mistakes_are_one_line_before_tensorflow_and_write_nothing(
+    args, fragment, tmp_path):
+  args = [a.replace("=DATA", f"={tmp_path}/data").replace("=BATCHES", f"={tmp_path}/batches")
+          for a in args]
+  proc = run("t2t-datagen", "--problem=algorithmic_copy", *args, check=False, env=IMPORT_LOG)
+  one_line_error(proc, fragment)
+  assert not tensorflow_imported(proc)
+  assert os.listdir(tmp_path) == []
+
+
 def test_decoder_without_a_run_is_a_one_line_error_before_tensorflow(tmp_path):
   proc = run("t2t-decoder", "--problem=algorithmic_reverse", f"--output_dir={tmp_path}",
              check=False, env=IMPORT_LOG)
