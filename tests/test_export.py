@@ -246,6 +246,16 @@ def test_bad_input_is_one_line_naming_the_path(tiny_export, tmp_path):
   refused([f"--output_dir={tmp_path}/empty"], f"{tmp_path}/empty", "hparams.json")
 
 
+def test_interactive_export_dir_that_holds_no_export_is_one_line_before_tensorflow(tmp_path):
+  (tmp_path / "empty").mkdir()
+  for export_dir, fragment in ((tmp_path / "missing", "no such directory"),
+                               (tmp_path / "empty", "no saved_model.pb")):
+    proc = run("t2t-decoder", "--decode_interactive", f"--export_dir={export_dir}",
+               check=False, env=IMPORT_LOG)
+    one_line_error(proc, f"--export_dir={export_dir}: {fragment}")
+    assert not tensorflow_imported(proc)
+
+
 def _interactive(args, lines):
   """Feeds lines one at a time, reading each answer before writing the next (so the
   command must answer each line as soon as it is decoded, not at end of input)."""

@@ -26,9 +26,11 @@ def pipeline_translator(pipeline) -> Callable[[str], str]:
 def export_translator(export_dir: str) -> Callable[[str], str]:
   """line -> the same line, decoded by a t2t-exporter SavedModel (export.py)."""
   from absl import logging
-  from t2tlite.decoding import export
+  from t2tlite.decoding import export_layout
 
-  exported = export.Exported(export_dir)
+  path = export_layout.resolve(export_dir)  # A wrong directory: one line before TensorFlow loads.
+  from t2tlite.decoding import export
+  exported = export.Exported(path)
   logging.info("decoding standard input with the export %s", exported.path)
   with_scores = exported.info.get("decode_hparams", {}).get("write_beam_scores", False)
 
