@@ -56,13 +56,14 @@ def main(argv):
   if existing and not FLAGS.overwrite:
     raise cli.UsageError(f"--out={out_dir} holds {', '.join(existing)}; pass --overwrite to "
                          "replace them")
+  # Every check that needs no model comes before the problem (and TensorFlow) loads.
+  hparams = run_dir.load_hparams(output_dir)  # Names the directory when it is no run.
+  report.check_against_model(hparams, FLAGS.kind, FLAGS.layer, FLAGS.heads)
   run_info = run_dir.load_run_info(output_dir)
   problem_name = FLAGS.problem or run_info.get("problem")
   if not problem_name:
     raise cli.UsageError(f"--problem is required ({output_dir} names none in run.json)")
   problem = registry.problem(problem_name)
-  hparams = run_dir.load_hparams(output_dir)
-  report.check_against_model(hparams, FLAGS.kind, FLAGS.layer, FLAGS.heads)
   run_identity.check_data(output_dir, run_info, hparams, problem, FLAGS.data_dir,
                           command="inspected")
   encoders = problem.encoders(FLAGS.data_dir)

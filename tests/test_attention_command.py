@@ -10,7 +10,7 @@ import pytest
 
 from t2tlite.visualization import report, summary, weights as weights_lib
 from tests.conftest import TINY_RUN_STEPS, TinyRun
-from tests.helpers import one_line_error, run
+from tests.helpers import IMPORT_LOG, one_line_error, run, tensorflow_imported
 
 
 def _images(event_dir):
@@ -94,10 +94,14 @@ def test_command_decodes_and_writes_every_output(tiny_run, tmp_path):
   assert before == {n: os.path.getmtime(os.path.join(out, n)) for n in report.OUTPUT_FILES}
 
 
-def test_command_checks_the_layer_before_loading_the_model(tiny_run, tmp_path):
-  one_line_error(run("t2t-attention", f"--output_dir={tiny_run.output_dir}", "--source=3 4 5",
-                     f"--out={tmp_path / 'a'}", "--layer=9", check=False), "--layer=9", "2 layers")
-  assert not os.path.exists(tmp_path / "a")
+def test_command_checks_the_layer_and_the_run_before_loading_tensorflow(tiny_run, tmp_path):
+  for output_dir, fragments in ((tiny_run.output_dir, ["--layer=9", "2 layers"]),
+                                (tmp_path, [f"--output_dir={tmp_path}: no hparams.json"])):
+    proc = run("t2t-attention", f"--output_dir={output_dir}", "--source=3 4 5",
+               f"--out={tmp_path / 'a'}", "--layer=9", check=False, env=IMPORT_LOG)
+    one_line_error(proc, *fragments)
+    assert not tensorflow_imported(proc)
+    assert not os.path.exists(tmp_path / "a")
 
 
 def test_layer_and_heads_are_checked_against_the_hparams():
